@@ -1,0 +1,109 @@
+# Tandem build. `make` builds build/tandemd, build/tandemctl, build/tandem-witness;
+# `make test` runs unit and integration tests on the normal build and again on an
+# ASan+UBSan build (build/asan/); `make run` starts the demo cluster.
+
+PREFIX ?= /usr/local
+CC ?= cc
+SAN ?= 0
+ifeq ($(SAN),1)
+B := build/asan
+SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+OPT := -O1
+else
+B := build
+SANFLAGS :=
+OPT := -O2
+endif
+
+# -Wno-format-truncation: snprintf truncation into fixed fields is deliberate
+# (names are validated to fit before they are copied).
+CFLAGS_BASE := -std=gnu11 -g $(OPT) -Wall -Wextra -Werror -Wshadow -Wpointer-arith \
+	-Wstrict-prototypes -Wmissing-prototypes \
+	-Wno-format-truncation -D_GNU_SOURCE -MMD -MP
+override CFLAGS := $(CFLAGS_BASE) $(SANFLAGS) $(EXTRA_CFLAGS)
+LDLIBS := -luring -linih
+override LDFLAGS := $(SANFLAGS) $(EXTRA_LDFLAGS)
+
+LIB_SRC := $(wildcard src/common/*.c src/ev/*.c src/net/*.c src/bs/*.c src/md/*.c \
+	src/vol/*.c src/nbd/*.c src/ctl/*.c src/config/*.c)
+LIB_OBJ := $(LIB_SRC:%.c=$(B)/obj/%.o)
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
+
+BINS := $(B)/tandemd $(B)/tandemctl $(B)/tandem-witness
+
+.PHONY: all deps test test-one unit integration fuzz fuzz-run run install clean bench soak
+all: deps-check $(BINS)
+
+# Installs the Debian packages the build and tests need (only when missing).
+deps:
+	@bash scripts/deps.sh
+deps-check:
+	@bash scripts/deps.sh --build
+
+$(B)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(B)/libtandem.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(B)/tandemd: $(B)/obj/src/daemon/main.o $(B)/libtandem.a
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+$(B)/tandemctl: $(B)/obj/cli/tandemctl.o $(B)/libtandem.a
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+$(B)/tandem-witness: $(B)/obj/witness/tandem-witness.o $(B)/libtandem.a
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+$(B)/tests/%: $(B)/obj/tests/unit/%.o $(B)/libtandem.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -lcmocka -o $@
+
+unit: all $(UNIT_BIN)
+	@bash tests/run-unit.sh $(B)
+
+integration: all
+	@bash tests/run-integration.sh $(B)
+
+test-one: unit integration
+
+# Both builds; each prints its own summary line, the last line sums them up.
+test: deps
+	@$(MAKE) --no-print-directory test-one SAN=0 > >(tee build-test-plain.log) 2>&1; a=$$?; \
+	 $(MAKE) --no-print-directory test-one SAN=1 > >(tee build-test-asan.log) 2>&1; b=$$?; \
+	 bash tests/summary.sh build-test-plain.log build-test-asan.log; \
+	 test $$a -eq 0 -a $$b -eq 0
+
+# libFuzzer harnesses (clang); `make fuzz-run FUZZ_SECONDS=N` runs each for N s.
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)
+FUZZ_SECONDS ?= 20
+build/fuzz/%: tests/fuzz/%.c $(LIB_SRC)
+	@mkdir -p build/fuzz
+	clang -std=gnu11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined $< $(LIB_SRC) \
+		-luring -linih -o $@
+fuzz: deps-check $(FUZZ_BIN)
+fuzz-run: fuzz
+	@bash tests/run-fuzz.sh $(FUZZ_SECONDS)
+
+run: all
+	@bash scripts/run-demo.sh
+
+bench: all
+	@bash bench/nbd.sh
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man8 \
+		$(DESTDIR)$(PREFIX)/lib/systemd/system
+	install -m 0755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
+	install -m 0644 docs/man/*.8 $(DESTDIR)$(PREFIX)/share/man/man8/
+	sed 's#@PREFIX@#$(PREFIX)#g' scripts/tandemd@.service > \
+		$(DESTDIR)$(PREFIX)/lib/systemd/system/tandemd@.service
+	sed 's#@PREFIX@#$(PREFIX)#g' scripts/tandem-witness.service > \
+		$(DESTDIR)$(PREFIX)/lib/systemd/system/tandem-witness.service
+
+clean:
+	rm -rf build build-test-*.log
+
+-include $(LIB_OBJ:.o=.d) $(wildcard $(B)/obj/*/*.d $(B)/obj/*/*/*.d)

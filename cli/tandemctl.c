@@ -1,0 +1,180 @@
+/* tandemctl: the admin CLI. Sends one command line to a node's control
+ * socket (include/proto/ctl.h) and prints the answer. Thin by design: all
+ * logic lives in tandemd; this never reaches into volumes or stores. */
+#include <errno.h>
+#include <getopt.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../include/proto/ctl.h"
+#include "../src/config/config.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: tandemctl (-c FILE -n NODE | -s SOCKET) COMMAND [ARGS]\n"
+		"commands:\n"
+		"  ping                          return 0 once the node answers\n"
+		"  status [VOLUME] [--json]      volume states\n"
+		"  wait-sync VOLUME [--timeout SEC]\n"
+		"  primary VOLUME [--force] | secondary VOLUME\n"
+		"  connect VOLUME | disconnect VOLUME | verify VOLUME | invalidate VOLUME\n"
+		"  events\n");
+}
+
+/* One request, one reply. Returns 0 ok, 1 error reply, -errno when unreachable. */
+static int call(const char *path, const char *line, int quiet)
+{
+	struct sockaddr_un sun;
+	char buf[65536];
+	size_t len = 0;
+	ssize_t k;
+	int fd, status = -EPROTO;
+	char *nl;
+
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	if (strlen(path) >= sizeof(sun.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sun.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
+		int e = -errno;
+		close(fd);
+		return e;
+	}
+	if (write(fd, line, strlen(line)) != (ssize_t)strlen(line)) {
+		close(fd);
+		return -EIO;
+	}
+	/* Read the status line, then stream the rest to stdout. */
+	while ((k = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0) {
+		len += (size_t)k;
+		buf[len] = '\0';
+		nl = strchr(buf, '\n');
+		if (nl || len == sizeof(buf) - 1)
+			break;
+	}
+	buf[len] = '\0';
+	nl = strchr(buf, '\n');
+	if (!nl) {
+		close(fd);
+		return -EPROTO;
+	}
+	*nl = '\0';
+	if (strcmp(buf, CTL_REPLY_OK) == 0) {
+		status = 0;
+	} else if (strncmp(buf, CTL_REPLY_ERROR " ", strlen(CTL_REPLY_ERROR) + 1) == 0) {
+		if (!quiet)
+			fprintf(stderr, "tandemctl: %s\n", buf + strlen(CTL_REPLY_ERROR) + 1);
+		status = 1;
+	}
+	if (!quiet)
+		fwrite(nl + 1, 1, len - (size_t)(nl + 1 - buf), stdout);
+	while ((k = read(fd, buf, sizeof(buf))) > 0)
+		if (!quiet)
+			fwrite(buf, 1, (size_t)k, stdout);
+	close(fd);
+	return status;
+}
+
+int main(int argc, char **argv)
+{
+	const char *cfgpath = NULL, *node = NULL, *sock = NULL;
+	char path[CFG_PATH_MAX], line[CTL_MAX_LINE];
+	size_t len = 0;
+	int opt, r;
+	double timeout = -1;
+
+	while ((opt = getopt(argc, argv, "+c:n:s:h")) != -1) {
+		switch (opt) {
+		case 'c': cfgpath = optarg; break;
+		case 'n': node = optarg; break;
+		case 's': sock = optarg; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind >= argc || (!sock && (!cfgpath || !node))) {
+		usage(stderr);
+		return 2;
+	}
+	if (!sock) {
+		struct cfg *cfg;
+		char err[1024];
+		int i;
+		if (cfg_load(cfgpath, &cfg, err, sizeof(err))) {
+			fprintf(stderr, "tandemctl: %s\n", err);
+			return 1;
+		}
+		i = cfg_node_index(cfg, node);
+		if (i < 0) {
+			fprintf(stderr, "tandemctl: %s: no [node %s] section\n", cfgpath, node);
+			cfg_free(cfg);
+			return 1;
+		}
+		snprintf(path, sizeof(path), "%s", cfg->nodes[i].control);
+		cfg_free(cfg);
+		sock = path;
+	}
+	/* The wait-sync timeout is handled here by polling, so that the daemon
+	 * never holds a connection open on a client's behalf. */
+	for (int i = optind; i < argc; i++) {
+		if (strcmp(argv[i], "--timeout") == 0 && strcmp(argv[optind], "wait-sync") == 0) {
+			char *end;
+			if (i + 1 >= argc || (timeout = strtod(argv[i + 1], &end)) < 0 || *end) {
+				fprintf(stderr, "tandemctl: --timeout needs a number of seconds\n");
+				return 2;
+			}
+			i++;
+			continue;
+		}
+		int k = snprintf(line + len, sizeof(line) - len, "%s%s", len ? " " : "", argv[i]);
+		if (k < 0 || (size_t)k >= sizeof(line) - len - 1 || strchr(argv[i], '\n')) {
+			fprintf(stderr, "tandemctl: command too long\n");
+			return 2;
+		}
+		len += (size_t)k;
+	}
+	line[len++] = '\n';
+	line[len] = '\0';
+
+	if (strcmp(argv[optind], "wait-sync") == 0) {
+		struct timespec t0, t;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		for (;;) {
+			r = call(sock, line, 1);
+			if (r == 0)
+				return 0;
+			clock_gettime(CLOCK_MONOTONIC, &t);
+			if (r < 0 && r != -ECONNREFUSED && r != -ENOENT)
+				break;
+			if (timeout >= 0 && (double)(t.tv_sec - t0.tv_sec) +
+							    (double)(t.tv_nsec - t0.tv_nsec) / 1e9 >=
+						    timeout) {
+				if (r > 0)
+					call(sock, line, 0);
+				else
+					fprintf(stderr, "tandemctl: timed out\n");
+				return 1;
+			}
+			usleep(100000);
+		}
+	} else {
+		r = call(sock, line, 0);
+	}
+	if (r < 0) {
+		fprintf(stderr, "tandemctl: cannot reach the node at %s: %s (is tandemd running?)\n",
+			sock, strerror(-r));
+		return 1;
+	}
+	return r;
+}

@@ -1,0 +1,19 @@
+/* The control protocol between tandemctl and tandemd, over a Unix stream
+ * socket (the node's `control` path, mode 0600).
+ *
+ * Request: one line of printable ASCII words separated by single spaces,
+ *          ending in "\n", at most CTL_MAX_LINE bytes including the newline.
+ * Reply:   a first line "ok" or "error MESSAGE", then the command's output;
+ *          the daemon closes the connection when the reply is complete
+ *          (`events` keeps it open and writes one JSON object per line).
+ * Text, not binary: it is for admins and scripts and carries no data path.
+ */
+#ifndef TANDEM_PROTO_CTL_H
+#define TANDEM_PROTO_CTL_H
+
+#define CTL_MAX_LINE 1024
+#define CTL_MAX_ARGS 16
+#define CTL_REPLY_OK "ok"
+#define CTL_REPLY_ERROR "error"
+
+#endif

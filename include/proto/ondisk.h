@@ -1,0 +1,65 @@
+/* On-disk metadata of a volume replica, kept in its own file
+ * (<data-dir>/<volume>.md) so that the data areas of two replicas compare
+ * byte for byte.
+ *
+ * Byte order: little-endian for every integer field.
+ *
+ * Layout of the metadata file:
+ *   [0, 4096)          superblock slot 0
+ *   [4096, 8192)       superblock slot 1
+ *   [8192, 1 MiB)      reserved (activity log, reservations)
+ *   [1 MiB, ...)       change bitmap, bm_bytes long (used by replication)
+ *
+ * Crash safety: a write goes to the slot that does NOT hold the newest valid
+ * copy, with seq one higher, then is fsynced. A torn or lost write leaves the
+ * other slot intact, so a reader always finds a valid superblock: the valid
+ * slot (magic, version, CRC32C) with the highest seq wins.
+ */
+#ifndef TANDEM_PROTO_ONDISK_H
+#define TANDEM_PROTO_ONDISK_H
+
+#include <stdint.h>
+
+#define TANDEM_MD_MAGIC 0x3130444d444e4154ull /* "TANDMD01" read as LE u64 */
+#define TANDEM_MD_VERSION 1u
+#define TANDEM_MD_SLOT_SIZE 4096u
+#define TANDEM_MD_SLOTS 2u
+#define TANDEM_MD_BITMAP_OFFSET (1024u * 1024u)
+#define TANDEM_MD_NAME_LEN 64u
+#define TANDEM_MD_HISTORY 4u
+
+/* flags */
+#define TANDEM_MD_F_PRIMARY (1u << 0)     /* was primary when last written */
+#define TANDEM_MD_F_CONSISTENT (1u << 1)  /* data area is a consistent image */
+#define TANDEM_MD_F_UPTODATE (1u << 2)    /* data area was up to date */
+#define TANDEM_MD_F_CLEAN (1u << 3)       /* shut down cleanly */
+
+struct tandem_md_sb {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t slot_size;         /* TANDEM_MD_SLOT_SIZE */
+	uint64_t seq;               /* bumped on every superblock write */
+	uint8_t volume_uuid[16];    /* same on every replica of the volume */
+	uint64_t size;              /* data area bytes */
+	uint32_t flags;
+	uint32_t block_size;        /* logical block of the data area */
+	char cluster[TANDEM_MD_NAME_LEN]; /* NUL padded */
+	char volume[TANDEM_MD_NAME_LEN];
+	char node[TANDEM_MD_NAME_LEN];
+	/* generation identifiers (replication): current, bitmap, history */
+	uint64_t gen_current;
+	uint64_t gen_bitmap;
+	uint64_t gen_history[TANDEM_MD_HISTORY];
+	/* change bitmap (replication) */
+	uint64_t bm_offset;         /* TANDEM_MD_BITMAP_OFFSET */
+	uint64_t bm_bytes;
+	uint32_t bm_granularity;    /* bytes of data per bit */
+	uint32_t reserved0;
+	uint64_t created_unix;
+	uint8_t reserved[3764];
+	uint32_t crc;               /* CRC32C of every byte before this field */
+} __attribute__((packed));
+
+_Static_assert(sizeof(struct tandem_md_sb) == TANDEM_MD_SLOT_SIZE, "superblock is one slot");
+
+#endif

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Tandem needs, only those missing.
+#   scripts/deps.sh          build + test packages (make test, make run)
+#   scripts/deps.sh --build  build packages only (make)
+# As root it runs apt-get; otherwise it names what is missing and fails.
+set -euo pipefail
+build_pkgs=(gcc make pkg-config liburing-dev libinih-dev libcmocka-dev)
+test_pkgs=(clang libnbd-bin qemu-utils qemu-block-extra fio nbdkit libiscsi-bin iproute2 python3)
+pkgs=("${build_pkgs[@]}")
+[ "${1:-}" = "--build" ] || pkgs+=("${test_pkgs[@]}")
+missing=()
+for p in "${pkgs[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -ne 0 ]; then
+	echo "missing Debian packages: ${missing[*]} (run: sudo apt-get install -y ${missing[*]})" >&2
+	exit 1
+fi
+echo "installing: ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >/dev/null || apt-get update
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,98 @@
+/* Backing stores: where a volume's data area lives. A vtable so that the same
+ * volume code runs on an io_uring file or block device, on RAM (tests), or on a
+ * fault-injecting wrapper that fails the Nth operation.
+ * Owns: the data area's fd or memory. Never: metadata (src/md) or policy. */
+#ifndef TANDEM_BS_H
+#define TANDEM_BS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../ev/ev.h"
+
+enum bs_op {
+	BS_READ = 0,
+	BS_WRITE,
+	BS_FLUSH, /* everything completed before it is durable when it completes */
+	BS_TRIM,  /* contents become unspecified (zero on a file, as it is punched) */
+	BS_ZERO,  /* contents become zero */
+	BS_OP_MAX
+};
+
+#define BS_F_FUA (1u << 0)     /* WRITE/ZERO: durable before completion */
+#define BS_F_MAY_TRIM (1u << 1) /* ZERO: may deallocate */
+#define BS_F_FAST (1u << 2)    /* ZERO: fail with -ENOTSUP rather than write zeros slowly */
+
+/* One request. The submitter owns it until cb runs; cb runs from the event
+ * loop, never from inside submit. */
+struct bs_io {
+	struct ev_op op;
+	enum bs_op type;
+	uint32_t flags;
+	uint64_t off, len;
+	void *buf;     /* READ/WRITE; aligned to bs->align when bs->align > 1 */
+	uint64_t done; /* bytes completed so far (short transfers resume) */
+	struct bs *bs;
+	void (*cb)(struct bs_io *io, int res); /* res: 0 or -errno */
+};
+
+#define BS_EXT_HOLE 1u
+#define BS_EXT_ZERO 2u
+struct bs_extent {
+	uint64_t len;
+	uint32_t flags;
+};
+
+#define BS_CAP_TRIM (1u << 0)
+#define BS_CAP_ZERO (1u << 1)     /* can zero without writing data */
+#define BS_CAP_EXTENTS (1u << 2)  /* block_status knows holes */
+
+struct bs_ops {
+	const char *name;
+	void (*submit)(struct bs *bs, struct bs_io *io);
+	/* Synchronous, cheap: allocation map of [off, off+len). Fills at most max
+	 * extents; *n gets the count. Returns 0 or -errno. */
+	int (*block_status)(struct bs *bs, uint64_t off, uint64_t len, struct bs_extent *ext,
+			    unsigned max, unsigned *n);
+	/* Synchronous flush for shutdown paths only; never on the I/O path. */
+	int (*sync)(struct bs *bs);
+	void (*close)(struct bs *bs);
+};
+
+struct bs {
+	const struct bs_ops *ops;
+	struct ev_loop *ev;
+	uint64_t size;
+	uint32_t align; /* required alignment of offset, length and buffer; 1 = none */
+	uint32_t caps;
+	bool direct;    /* O_DIRECT in use */
+};
+
+/* Opens (creating sparse if needed) a file or block device of at least size
+ * bytes; with O_DIRECT when direct is set and the filesystem allows it. */
+int bs_file_open(struct ev_loop *ev, const char *path, uint64_t size, bool direct,
+		 struct bs **out);
+int bs_ram_open(struct ev_loop *ev, uint64_t size, struct bs **out);
+/* Wraps inner: the op of type `type` numbered fail_nth (1-based, counting ops
+ * of that type) and every later one when sticky fail with -err. Takes inner. */
+int bs_fault_open(struct bs *inner, enum bs_op type, unsigned fail_nth, bool sticky, int err,
+		  struct bs **out);
+
+static inline void bs_submit(struct bs *bs, struct bs_io *io)
+{
+	io->bs = bs;
+	io->done = 0;
+	bs->ops->submit(bs, io);
+}
+
+static inline void bs_close(struct bs *bs)
+{
+	if (bs)
+		bs->ops->close(bs);
+}
+
+/* Open the store named by spec: "ram:" for a RAM store, anything else a path. */
+int bs_open_spec(struct ev_loop *ev, const char *spec, uint64_t size, bool direct,
+		 struct bs **out);
+
+#endif

@@ -1,0 +1,29 @@
+/* Small helpers shared by every component: size parsing, address parsing,
+ * monotonic time, aligned allocation. Pure functions; no state. */
+#ifndef TANDEM_UTIL_H
+#define TANDEM_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <netinet/in.h>
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
+#define IS_ALIGNED(x, a) (((x) & ((uint64_t)(a)-1)) == 0)
+#define ALIGN_UP(x, a) (((x) + ((uint64_t)(a)-1)) & ~((uint64_t)(a)-1))
+
+/* "1G", "512M", "4096", "64K": powers of 1024. Returns 0 or -EINVAL / -ERANGE. */
+int parse_size(const char *s, uint64_t *out);
+/* "host:port" with a numeric IPv4 host, or "[v6]:port". Returns 0 or -EINVAL. */
+int parse_addr(const char *s, struct sockaddr_storage *ss, socklen_t *len);
+/* Formats a byte count as "1G", "512M" etc. when exact, else plain bytes. */
+void format_size(uint64_t v, char *buf, size_t len);
+
+uint64_t now_ns(void); /* CLOCK_MONOTONIC */
+
+/* Page-aligned buffer suitable for O_DIRECT; free with free(). */
+void *alloc_aligned(size_t len);
+
+#endif

@@ -1,0 +1,705 @@
+/* INI parsing (libinih) and validation of the cluster configuration.
+ * Every error is one line: "FILE:LINE: [section] key: what is wrong". Unknown
+ * sections and keys, duplicates, bad sizes and addresses, and references to
+ * undefined nodes are all errors: nothing is silently ignored. */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <ini.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../common/util.h"
+
+enum sect { S_NONE, S_CLUSTER, S_NODE, S_VOLUME };
+
+struct addr_use {
+	struct sockaddr_storage ss;
+	socklen_t len;
+	char where[CFG_NAME_MAX + 32];
+	int line;
+};
+
+struct pending_ref { /* resolved once every node is known */
+	unsigned vol;
+	char node[CFG_NAME_MAX];
+	char disk[CFG_PATH_MAX]; /* "" for a nodes= entry */
+	int line;
+	char key[CFG_NAME_MAX + 8];
+};
+
+struct parse {
+	struct cfg *cfg;
+	const char *name;
+	const char *text;
+	int line;
+	int long_line;
+	char *err;
+	size_t errlen;
+	int failed;
+	/* current section */
+	char section[160];
+	enum sect kind;
+	int idx;
+	uint64_t seen; /* bitmask of keys seen in the current section */
+	int have_cluster;
+	struct addr_use addrs[CFG_MAX_NODES * 4 + 1];
+	unsigned naddrs;
+	struct pending_ref refs[CFG_MAX_VOLUMES * CFG_MAX_NODES * 2];
+	unsigned nrefs;
+	char sections_seen[CFG_MAX_NODES + CFG_MAX_VOLUMES + 1][160];
+	unsigned nsections;
+};
+
+static void fail(struct parse *p, int line, const char *key, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static void fail(struct parse *p, int line, const char *key, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	if (p->failed)
+		return;
+	p->failed = 1;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (line > 0 && key)
+		snprintf(p->err, p->errlen, "%s:%d: [%s] %s: %s", p->name, line, p->section, key, msg);
+	else if (line > 0)
+		snprintf(p->err, p->errlen, "%s:%d: %s", p->name, line, msg);
+	else
+		snprintf(p->err, p->errlen, "%s: %s", p->name, msg);
+}
+
+static int valid_name(const char *s)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n >= CFG_NAME_MAX)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!isalnum((unsigned char)s[i]) && s[i] != '-' && s[i] != '_' && s[i] != '.')
+			return 0;
+	return 1;
+}
+
+/* Reads one line per call so that p->line is the line being handled. */
+static char *reader(char *buf, int num, void *stream)
+{
+	struct parse *p = stream;
+	const char *nl;
+	size_t len, copy;
+
+	if (!*p->text)
+		return NULL;
+	nl = strchr(p->text, '\n');
+	len = nl ? (size_t)(nl - p->text) + 1 : strlen(p->text);
+	copy = len < (size_t)num - 1 ? len : (size_t)num - 1;
+	if (len > (size_t)num - 1 && !p->long_line)
+		p->long_line = p->line + 1;
+	memcpy(buf, p->text, copy);
+	buf[copy] = '\0';
+	p->text += len;
+	p->line++;
+	return buf;
+}
+
+static int set_str(struct parse *p, const char *key, const char *val, char *dst, size_t len)
+{
+	if (strlen(val) >= len) {
+		fail(p, p->line, key, "value longer than %zu characters", len - 1);
+		return -1;
+	}
+	strcpy(dst, val);
+	return 0;
+}
+
+static int set_addr(struct parse *p, const char *key, const char *val, char *dst)
+{
+	struct addr_use *u;
+
+	if (set_str(p, key, val, dst, CFG_ADDR_MAX))
+		return -1;
+	if (p->naddrs >= ARRAY_SIZE(p->addrs)) {
+		fail(p, p->line, key, "too many addresses");
+		return -1;
+	}
+	u = &p->addrs[p->naddrs];
+	if (parse_addr(val, &u->ss, &u->len)) {
+		fail(p, p->line, key, "'%s' is not an address of the form host:port", val);
+		return -1;
+	}
+	for (unsigned i = 0; i < p->naddrs; i++) {
+		if (p->addrs[i].len == u->len && memcmp(&p->addrs[i].ss, &u->ss, u->len) == 0) {
+			fail(p, p->line, key, "address %s is already used by %s (line %d)", val,
+			     p->addrs[i].where, p->addrs[i].line);
+			return -1;
+		}
+	}
+	snprintf(u->where, sizeof(u->where), "[%s] %s", p->section, key);
+	u->line = p->line;
+	p->naddrs++;
+	return 0;
+}
+
+static int set_size(struct parse *p, const char *key, const char *val, uint64_t *dst)
+{
+	int r = parse_size(val, dst);
+	if (r == -ERANGE) {
+		fail(p, p->line, key, "'%s' is too large", val);
+		return -1;
+	}
+	if (r) {
+		fail(p, p->line, key, "'%s' is not a size (a number with an optional K, M, G or T suffix)",
+		     val);
+		return -1;
+	}
+	return 0;
+}
+
+static int add_ref(struct parse *p, const char *key, const char *node, const char *disk)
+{
+	struct pending_ref *r;
+
+	if (p->nrefs >= ARRAY_SIZE(p->refs)) {
+		fail(p, p->line, key, "too many node references");
+		return -1;
+	}
+	r = &p->refs[p->nrefs++];
+	r->vol = (unsigned)p->idx;
+	snprintf(r->node, sizeof(r->node), "%s", node);
+	snprintf(r->disk, sizeof(r->disk), "%s", disk ? disk : "");
+	snprintf(r->key, sizeof(r->key), "%s", key);
+	r->line = p->line;
+	return 0;
+}
+
+/* Key tables: a bit per key detects duplicates within a section. */
+static const char *const cluster_keys[] = { "name", "secret", "witness", NULL };
+static const char *const node_keys[] = { "replication", "iscsi", "nbd", "control",
+					 "data-dir", "metrics", NULL };
+static const char *const volume_keys[] = { "size", "nodes", "replication", "async-backlog",
+					   "resync-rate", "cache", NULL };
+
+static int key_index(const char *const *keys, const char *key)
+{
+	for (int i = 0; keys[i]; i++)
+		if (strcmp(keys[i], key) == 0)
+			return i;
+	return -1;
+}
+
+static int begin_section(struct parse *p, const char *section)
+{
+	char kind[32], name[CFG_NAME_MAX + 64], extra[8];
+	int n;
+
+	snprintf(p->section, sizeof(p->section), "%s", section);
+	p->seen = 0;
+	for (unsigned i = 0; i < p->nsections; i++) {
+		if (strcmp(p->sections_seen[i], section) == 0) {
+			fail(p, p->line, NULL, "section [%s] appears twice", section);
+			return -1;
+		}
+	}
+	if (p->nsections < ARRAY_SIZE(p->sections_seen))
+		snprintf(p->sections_seen[p->nsections++], sizeof(p->sections_seen[0]), "%s", section);
+
+	n = sscanf(section, "%31s %127s %7s", kind, name, extra);
+	if (n == 1 && strcmp(kind, "cluster") == 0) {
+		p->kind = S_CLUSTER;
+		p->have_cluster = 1;
+		return 0;
+	}
+	if (n == 2 && strcmp(kind, "node") == 0) {
+		struct cfg_node *nd;
+		if (!valid_name(name)) {
+			fail(p, p->line, NULL, "[%s]: node name must be 1-63 of A-Z a-z 0-9 - _ .", section);
+			return -1;
+		}
+		if (p->cfg->nnodes >= CFG_MAX_NODES) {
+			fail(p, p->line, NULL, "[%s]: more than %d nodes", section, CFG_MAX_NODES);
+			return -1;
+		}
+		p->kind = S_NODE;
+		p->idx = (int)p->cfg->nnodes++;
+		nd = &p->cfg->nodes[p->idx];
+		snprintf(nd->name, sizeof(nd->name), "%s", name);
+		nd->line = p->line;
+		return 0;
+	}
+	if (n == 2 && strcmp(kind, "volume") == 0) {
+		struct cfg_volume *v;
+		if (!valid_name(name)) {
+			fail(p, p->line, NULL, "[%s]: volume name must be 1-63 of A-Z a-z 0-9 - _ .",
+			     section);
+			return -1;
+		}
+		if (p->cfg->nvolumes >= CFG_MAX_VOLUMES) {
+			fail(p, p->line, NULL, "[%s]: more than %d volumes", section, CFG_MAX_VOLUMES);
+			return -1;
+		}
+		p->kind = S_VOLUME;
+		p->idx = (int)p->cfg->nvolumes++;
+		v = &p->cfg->volumes[p->idx];
+		snprintf(v->name, sizeof(v->name), "%s", name);
+		v->line = p->line;
+		v->replication = CFG_REPL_SYNC;
+		v->async_backlog = 64ull << 20;
+		return 0;
+	}
+	fail(p, p->line, NULL, "unknown section [%s] (expected [cluster], [node NAME] or [volume NAME])",
+	     section);
+	return -1;
+}
+
+static int handle_cluster(struct parse *p, const char *key, const char *val)
+{
+	struct cfg *c = p->cfg;
+
+	if (strcmp(key, "name") == 0) {
+		if (!valid_name(val)) {
+			fail(p, p->line, key, "'%s' is not a valid name (1-63 of A-Z a-z 0-9 - _ .)", val);
+			return -1;
+		}
+		return set_str(p, key, val, c->cluster, sizeof(c->cluster));
+	}
+	if (strcmp(key, "secret") == 0) {
+		if (!*val) {
+			fail(p, p->line, key, "empty secret");
+			return -1;
+		}
+		return set_str(p, key, val, c->secret, sizeof(c->secret));
+	}
+	return set_addr(p, key, val, c->witness);
+}
+
+static int handle_node(struct parse *p, const char *key, const char *val)
+{
+	struct cfg_node *n = &p->cfg->nodes[p->idx];
+
+	if (strcmp(key, "replication") == 0)
+		return set_addr(p, key, val, n->replication);
+	if (strcmp(key, "iscsi") == 0)
+		return set_addr(p, key, val, n->iscsi);
+	if (strcmp(key, "nbd") == 0)
+		return set_addr(p, key, val, n->nbd);
+	if (strcmp(key, "metrics") == 0)
+		return set_addr(p, key, val, n->metrics);
+	if (strcmp(key, "control") == 0 || strcmp(key, "data-dir") == 0) {
+		char *dst = key[0] == 'c' ? n->control : n->data_dir;
+		if (!*val) {
+			fail(p, p->line, key, "empty path");
+			return -1;
+		}
+		if (set_str(p, key, val, dst, CFG_PATH_MAX))
+			return -1;
+		for (unsigned i = 0; i < p->cfg->nnodes; i++) {
+			const struct cfg_node *o = &p->cfg->nodes[i];
+			if ((int)i != p->idx && (strcmp(o->control, val) == 0 ||
+						 strcmp(o->data_dir, val) == 0)) {
+				fail(p, p->line, key, "path %s is already used by node %s", val, o->name);
+				return -1;
+			}
+		}
+		if (strcmp(n->control, n->data_dir) == 0) {
+			fail(p, p->line, key, "control and data-dir must differ");
+			return -1;
+		}
+		return 0;
+	}
+	return -1;
+}
+
+static int handle_volume(struct parse *p, const char *key, const char *val)
+{
+	struct cfg_volume *v = &p->cfg->volumes[p->idx];
+
+	if (strcmp(key, "size") == 0) {
+		if (set_size(p, key, val, &v->size))
+			return -1;
+		if (v->size == 0 || v->size % 4096) {
+			fail(p, p->line, key, "size must be a non-zero multiple of 4K");
+			return -1;
+		}
+		return 0;
+	}
+	if (strcmp(key, "nodes") == 0) {
+		char buf[CFG_PATH_MAX], *save = NULL, *tok;
+		if (set_str(p, key, val, buf, sizeof(buf)))
+			return -1;
+		for (tok = strtok_r(buf, " \t,", &save); tok; tok = strtok_r(NULL, " \t,", &save))
+			if (add_ref(p, key, tok, NULL))
+				return -1;
+		return 0;
+	}
+	if (strcmp(key, "replication") == 0) {
+		if (strcmp(val, "sync") == 0)
+			v->replication = CFG_REPL_SYNC;
+		else if (strcmp(val, "async") == 0)
+			v->replication = CFG_REPL_ASYNC;
+		else {
+			fail(p, p->line, key, "'%s' is neither sync nor async", val);
+			return -1;
+		}
+		return 0;
+	}
+	if (strcmp(key, "async-backlog") == 0) {
+		if (set_size(p, key, val, &v->async_backlog))
+			return -1;
+		if (v->async_backlog < (1u << 20)) {
+			fail(p, p->line, key, "async-backlog must be at least 1M");
+			return -1;
+		}
+		return 0;
+	}
+	if (strcmp(key, "cache") == 0) {
+		if (strcmp(val, "none") == 0)
+			v->cache = CFG_CACHE_NONE;
+		else if (strcmp(val, "writeback") == 0)
+			v->cache = CFG_CACHE_WRITEBACK;
+		else {
+			fail(p, p->line, key, "'%s' is neither none nor writeback", val);
+			return -1;
+		}
+		return 0;
+	}
+	if (strcmp(key, "resync-rate") == 0) {
+		if (strcmp(val, "auto") == 0) {
+			v->resync_rate = 0;
+			return 0;
+		}
+		if (set_size(p, key, val, &v->resync_rate))
+			return -1;
+		if (v->resync_rate < 4096) {
+			fail(p, p->line, key, "resync-rate must be 'auto' or at least 4K (bytes/s)");
+			return -1;
+		}
+		return 0;
+	}
+	return -1;
+}
+
+static int handler(void *user, const char *section, const char *key, const char *val)
+{
+	struct parse *p = user;
+	const char *const *keys;
+	int k;
+
+	if (p->failed)
+		return 1;
+	if (p->long_line) {
+		fail(p, p->long_line, NULL, "line too long");
+		return 0;
+	}
+	if (strcmp(section, p->section) != 0 || p->kind == S_NONE) {
+		if (!*section) {
+			fail(p, p->line, key, "key outside any section");
+			return 0;
+		}
+		if (begin_section(p, section))
+			return 0;
+	}
+	if (p->kind == S_VOLUME && strncmp(key, "disk.", 5) == 0) {
+		return add_ref(p, key, key + 5, val) == 0;
+	}
+	keys = p->kind == S_CLUSTER ? cluster_keys : p->kind == S_NODE ? node_keys : volume_keys;
+	k = key_index(keys, key);
+	if (k < 0) {
+		fail(p, p->line, key, "unknown key");
+		return 0;
+	}
+	if (p->seen & (1ull << k)) {
+		fail(p, p->line, key, "key given twice");
+		return 0;
+	}
+	p->seen |= 1ull << k;
+	if (p->kind == S_CLUSTER)
+		return handle_cluster(p, key, val) == 0;
+	if (p->kind == S_NODE)
+		return handle_node(p, key, val) == 0;
+	return handle_volume(p, key, val) == 0;
+}
+
+static int resolve(struct parse *p)
+{
+	struct cfg *c = p->cfg;
+
+	if (!p->have_cluster) {
+		fail(p, 0, NULL, "missing section [cluster]");
+		return -1;
+	}
+	if (!*c->cluster) {
+		fail(p, 0, NULL, "[cluster] has no 'name'");
+		return -1;
+	}
+	if (c->nnodes == 0) {
+		fail(p, 0, NULL, "no [node NAME] section");
+		return -1;
+	}
+	for (unsigned i = 0; i < c->nnodes; i++) {
+		struct cfg_node *n = &c->nodes[i];
+		snprintf(p->section, sizeof(p->section), "node %s", n->name);
+		if (!*n->control) {
+			fail(p, n->line, NULL, "[node %s] has no 'control' key", n->name);
+			return -1;
+		}
+		if (!*n->data_dir) {
+			fail(p, n->line, NULL, "[node %s] has no 'data-dir' key", n->name);
+			return -1;
+		}
+		if (c->nnodes > 1 && !*n->replication) {
+			fail(p, n->line, NULL, "[node %s] has no 'replication' address", n->name);
+			return -1;
+		}
+	}
+	if (c->nnodes > 1 && !*c->secret) {
+		fail(p, 0, NULL, "[cluster] needs a 'secret' when there is more than one node");
+		return -1;
+	}
+	for (unsigned i = 0; i < p->nrefs; i++) {
+		struct pending_ref *r = &p->refs[i];
+		struct cfg_volume *v = &c->volumes[r->vol];
+		int n = cfg_node_index(c, r->node);
+		snprintf(p->section, sizeof(p->section), "volume %s", v->name);
+		if (n < 0) {
+			fail(p, r->line, r->key, "no node named '%s'", r->node);
+			return -1;
+		}
+		if (r->key[0] == 'n') { /* nodes = ... */
+			if (cfg_volume_has_node(v, (unsigned)n)) {
+				fail(p, r->line, r->key, "node '%s' listed twice", r->node);
+				return -1;
+			}
+			if (v->nnodes >= 2) {
+				fail(p, r->line, r->key, "a volume lives on at most 2 nodes");
+				return -1;
+			}
+			v->nodes[v->nnodes++] = (unsigned)n;
+		} else {
+			if (!*r->disk) {
+				fail(p, r->line, r->key, "empty path");
+				return -1;
+			}
+			snprintf(v->disk[n], sizeof(v->disk[n]), "%s", r->disk);
+		}
+	}
+	for (unsigned i = 0; i < c->nvolumes; i++) {
+		struct cfg_volume *v = &c->volumes[i];
+		snprintf(p->section, sizeof(p->section), "volume %s", v->name);
+		if (!v->size) {
+			fail(p, v->line, NULL, "[volume %s] has no 'size'", v->name);
+			return -1;
+		}
+		if (!v->nnodes) {
+			fail(p, v->line, NULL, "[volume %s] has no 'nodes'", v->name);
+			return -1;
+		}
+		for (unsigned n = 0; n < c->nnodes; n++) {
+			if (v->disk[n][0] && !cfg_volume_has_node(v, n)) {
+				for (unsigned k = 0; k < p->nrefs; k++)
+					if (p->refs[k].vol == i && p->refs[k].disk[0] &&
+					    strcmp(p->refs[k].node, c->nodes[n].name) == 0)
+						fail(p, p->refs[k].line, p->refs[k].key,
+						     "node '%s' is not in this volume's nodes",
+						     c->nodes[n].name);
+				return -1;
+			}
+		}
+	}
+	return 0;
+}
+
+int cfg_parse_string(const char *text, const char *name, struct cfg **out, char *err,
+		     size_t errlen)
+{
+	struct parse *p = calloc(1, sizeof(*p));
+	int r;
+
+	if (!p)
+		return -ENOMEM;
+	p->cfg = calloc(1, sizeof(*p->cfg));
+	if (!p->cfg) {
+		free(p);
+		return -ENOMEM;
+	}
+	p->name = name;
+	p->text = text;
+	p->err = err;
+	p->errlen = errlen;
+	snprintf(p->cfg->path, sizeof(p->cfg->path), "%s", name);
+	r = ini_parse_stream(reader, p, handler, p);
+	if (!p->failed && p->long_line)
+		fail(p, p->long_line, NULL, "line too long");
+	if (!p->failed && r > 0)
+		fail(p, r, NULL, "syntax error (expected [section] or key = value)");
+	if (!p->failed && r < 0)
+		fail(p, 0, NULL, "cannot parse");
+	if (!p->failed)
+		resolve(p);
+	if (p->failed) {
+		free(p->cfg);
+		free(p);
+		return -EINVAL;
+	}
+	*out = p->cfg;
+	free(p);
+	return 0;
+}
+
+int cfg_load(const char *path, struct cfg **out, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "re");
+	char *text = NULL;
+	size_t cap = 0, len = 0;
+	int r;
+
+	if (!f) {
+		r = -errno;
+		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+		return r;
+	}
+	for (;;) {
+		size_t n;
+		if (cap - len < 4096) {
+			char *t;
+			if (cap > (1u << 20)) {
+				snprintf(err, errlen, "%s: file larger than 1 MiB", path);
+				free(text);
+				fclose(f);
+				return -EFBIG;
+			}
+			cap = cap ? cap * 2 : 8192;
+			t = realloc(text, cap);
+			if (!t) {
+				free(text);
+				fclose(f);
+				return -ENOMEM;
+			}
+			text = t;
+		}
+		n = fread(text + len, 1, cap - len - 1, f);
+		len += n;
+		if (n == 0)
+			break;
+	}
+	r = ferror(f) ? -EIO : 0;
+	fclose(f);
+	if (r) {
+		snprintf(err, errlen, "%s: read error", path);
+		free(text);
+		return r;
+	}
+	text[len] = '\0';
+	if (strlen(text) != len) {
+		snprintf(err, errlen, "%s: file contains a NUL byte", path);
+		free(text);
+		return -EINVAL;
+	}
+	r = cfg_parse_string(text, path, out, err, errlen);
+	free(text);
+	return r;
+}
+
+void cfg_free(struct cfg *cfg)
+{
+	free(cfg);
+}
+
+int cfg_node_index(const struct cfg *cfg, const char *name)
+{
+	for (unsigned i = 0; i < cfg->nnodes; i++)
+		if (strcmp(cfg->nodes[i].name, name) == 0)
+			return (int)i;
+	return -1;
+}
+
+int cfg_volume_has_node(const struct cfg_volume *v, unsigned n)
+{
+	for (unsigned i = 0; i < v->nnodes; i++)
+		if (v->nodes[i] == n)
+			return 1;
+	return 0;
+}
+
+static int mkdir_p(const char *path)
+{
+	char buf[CFG_PATH_MAX];
+	size_t len = strlen(path);
+
+	if (len >= sizeof(buf))
+		return -ENAMETOOLONG;
+	memcpy(buf, path, len + 1);
+	for (char *s = buf + 1; *s; s++) {
+		if (*s == '/') {
+			*s = '\0';
+			if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+				return -errno;
+			*s = '/';
+		}
+	}
+	if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+int cfg_check_local(const struct cfg *cfg, unsigned n, char *err, size_t errlen)
+{
+	const struct cfg_node *nd = &cfg->nodes[n];
+	char dir[CFG_PATH_MAX], *slash;
+	int r;
+
+	r = mkdir_p(nd->data_dir);
+	if (r == 0 && access(nd->data_dir, R_OK | W_OK | X_OK) < 0)
+		r = -errno;
+	if (r) {
+		snprintf(err, errlen, "%s: [node %s] data-dir: cannot use %s: %s", cfg->path, nd->name,
+			 nd->data_dir, strerror(-r));
+		return r;
+	}
+	snprintf(dir, sizeof(dir), "%s", nd->control);
+	slash = strrchr(dir, '/');
+	if (slash && slash != dir) {
+		*slash = '\0';
+		r = mkdir_p(dir);
+		if (r == 0 && access(dir, W_OK | X_OK) < 0)
+			r = -errno;
+		if (r) {
+			snprintf(err, errlen, "%s: [node %s] control: cannot use directory %s: %s",
+				 cfg->path, nd->name, dir, strerror(-r));
+			return r;
+		}
+	}
+	for (unsigned i = 0; i < cfg->nvolumes; i++) {
+		const struct cfg_volume *v = &cfg->volumes[i];
+		const char *d = v->disk[n];
+		if (!cfg_volume_has_node(v, n) || !d[0] || strcmp(d, "ram:") == 0)
+			continue;
+		if (access(d, R_OK | W_OK) < 0 && errno != ENOENT) {
+			snprintf(err, errlen, "%s: [volume %s] disk.%s: cannot use %s: %s", cfg->path,
+				 v->name, nd->name, d, strerror(errno));
+			return -errno;
+		}
+		if (access(d, F_OK) < 0) {
+			/* A missing file is created in its directory; that must exist. */
+			snprintf(dir, sizeof(dir), "%s", d);
+			slash = strrchr(dir, '/');
+			if (slash)
+				*slash = '\0';
+			if (access(slash ? (dir[0] ? dir : "/") : ".", W_OK | X_OK) < 0) {
+				snprintf(err, errlen, "%s: [volume %s] disk.%s: cannot create %s: %s",
+					 cfg->path, v->name, nd->name, d, strerror(errno));
+				return -errno;
+			}
+		}
+	}
+	return 0;
+}

@@ -1,0 +1,72 @@
+/* The cluster configuration: one INI file, the same on every node (SPEC.md).
+ * Owns: the parsed, validated, immutable view of that file.
+ * Never: opens sockets or data files; cfg_check_local() only checks paths. */
+#ifndef TANDEM_CONFIG_H
+#define TANDEM_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CFG_NAME_MAX 64
+#define CFG_PATH_MAX 256
+#define CFG_ADDR_MAX 96
+#define CFG_MAX_NODES 8
+#define CFG_MAX_VOLUMES 64
+
+enum cfg_repl { CFG_REPL_SYNC = 0, CFG_REPL_ASYNC };
+/* none: O_DIRECT, no page cache (falls back to buffered where the filesystem
+ * refuses O_DIRECT, e.g. tmpfs); writeback: through the page cache. Both honour
+ * FLUSH and FUA with fdatasync / RWF_DSYNC. */
+enum cfg_cache { CFG_CACHE_NONE = 0, CFG_CACHE_WRITEBACK };
+
+struct cfg_node {
+	char name[CFG_NAME_MAX];
+	char replication[CFG_ADDR_MAX];
+	char iscsi[CFG_ADDR_MAX];
+	char nbd[CFG_ADDR_MAX];
+	char metrics[CFG_ADDR_MAX];
+	char control[CFG_PATH_MAX];
+	char data_dir[CFG_PATH_MAX];
+	int line; /* of the section header */
+};
+
+struct cfg_volume {
+	char name[CFG_NAME_MAX];
+	uint64_t size;
+	unsigned nnodes;
+	unsigned nodes[CFG_MAX_NODES]; /* indexes into cfg.nodes; [0] is the first primary */
+	enum cfg_repl replication;
+	uint64_t async_backlog;
+	uint64_t resync_rate; /* bytes/s; 0 = auto */
+	enum cfg_cache cache;
+	char disk[CFG_MAX_NODES][CFG_PATH_MAX]; /* per cfg.nodes index; "" = data-dir file */
+	int line;
+};
+
+struct cfg {
+	char path[CFG_PATH_MAX];
+	char cluster[CFG_NAME_MAX];
+	char secret[CFG_NAME_MAX * 2];
+	char witness[CFG_ADDR_MAX];
+	unsigned nnodes, nvolumes;
+	struct cfg_node nodes[CFG_MAX_NODES];
+	struct cfg_volume volumes[CFG_MAX_VOLUMES];
+};
+
+/* Parses and validates path. On error returns -EINVAL (or -errno when the file
+ * cannot be read) and writes one line naming file, line and key to err. */
+int cfg_load(const char *path, struct cfg **out, char *err, size_t errlen);
+/* The same on a string (tests, fuzzing); name is used in messages. */
+int cfg_parse_string(const char *text, const char *name, struct cfg **out, char *err,
+		     size_t errlen);
+void cfg_free(struct cfg *cfg); /* NULL is a no-op */
+
+int cfg_node_index(const struct cfg *cfg, const char *name); /* -1 if absent */
+/* True when the volume lives on node index n. */
+int cfg_volume_has_node(const struct cfg_volume *v, unsigned n);
+/* Checks what node n needs on this machine: its data-dir can be created and
+ * written, its control socket's directory exists or can be made, each disk.N
+ * path is readable and writable. Creates missing directories. */
+int cfg_check_local(const struct cfg *cfg, unsigned n, char *err, size_t errlen);
+
+#endif

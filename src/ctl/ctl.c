@@ -1,0 +1,366 @@
+/* Control socket server (protocol: include/proto/ctl.h). One request per
+ * connection; the reply is built in memory, queued, and the connection is
+ * closed once it is sent. */
+#include "ctl.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../common/log.h"
+#include "../common/util.h"
+#include "../net/net.h"
+
+struct ctl_conn {
+	struct net_conn net;
+	struct ctl_server *srv;
+	struct net_tx tx;
+	char *out;
+	size_t len, cap;
+	bool answered, tx_busy, net_closed;
+	struct ev_deferred reap;
+	struct ctl_conn *next, *prev;
+};
+
+struct ctl_server {
+	struct ev_loop *ev;
+	struct net_listener lis;
+	struct ctl_info info;
+	char path[256];
+	struct ctl_conn *conns;
+	unsigned nconns;
+};
+
+int ctl_parse_line(char *buf, char *argv[CTL_MAX_ARGS])
+{
+	int n = 0;
+	char *p = buf;
+
+	for (char *q = buf; *q; q++)
+		if ((unsigned char)*q < 0x20 || (unsigned char)*q > 0x7e)
+			return -EINVAL;
+	while (*p) {
+		while (*p == ' ')
+			p++;
+		if (!*p)
+			break;
+		if (n == CTL_MAX_ARGS)
+			return -EINVAL;
+		argv[n++] = p;
+		while (*p && *p != ' ')
+			p++;
+		if (*p)
+			*p++ = '\0';
+	}
+	return n ? n : -EINVAL;
+}
+
+/* ---- output ---- */
+
+static void out_add(struct ctl_conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void out_add(struct ctl_conn *c, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	for (;;) {
+		va_start(ap, fmt);
+		n = vsnprintf(c->out + c->len, c->cap - c->len, fmt, ap);
+		va_end(ap);
+		if (n < 0)
+			return;
+		if ((size_t)n < c->cap - c->len) {
+			c->len += (size_t)n;
+			return;
+		}
+		char *o = realloc(c->out, c->cap * 2 + (size_t)n);
+		if (!o)
+			return;
+		c->out = o;
+		c->cap = c->cap * 2 + (size_t)n;
+	}
+}
+
+static void json_str(char *out, size_t cap, const char *s)
+{
+	/* names are restricted to [A-Za-z0-9._-], so no escaping is needed; be safe */
+	size_t j = 0;
+	for (; *s && j + 2 < cap; s++)
+		if (*s != '"' && *s != '\\' && (unsigned char)*s >= 0x20)
+			out[j++] = *s;
+	out[j] = '\0';
+}
+
+size_t ctl_status_json(const struct ctl_info *info, const char *only, char *out, size_t cap)
+{
+	size_t n = 0;
+	char a[CFG_NAME_MAX], b[CFG_NAME_MAX];
+	bool first = true;
+
+#define PUT(...)                                                            \
+	do {                                                                \
+		int k_ = snprintf(out + n, n < cap ? cap - n : 0, __VA_ARGS__); \
+		if (k_ > 0)                                                 \
+			n += (size_t)k_;                                    \
+	} while (0)
+	json_str(a, sizeof(a), info->node);
+	json_str(b, sizeof(b), info->cluster);
+	PUT("{\"node\":\"%s\",\"cluster\":\"%s\",\"volumes\":[", a, b);
+	for (unsigned i = 0; i < info->nvols; i++) {
+		const struct vol *v = info->vols[i];
+		if (only && strcmp(only, v->name))
+			continue;
+		json_str(a, sizeof(a), v->name);
+		PUT("%s{\"name\":\"%s\",\"size\":%llu,\"role\":\"%s\",\"disk\":\"%s\","
+		    "\"quorum\":true,\"peers\":[]}",
+		    first ? "" : ",", a, (unsigned long long)v->size, vol_role_name(v->role),
+		    vol_disk_name(v->disk));
+		first = false;
+	}
+	PUT("]}\n");
+#undef PUT
+	return n < cap ? n : cap;
+}
+
+size_t ctl_status_text(const struct ctl_info *info, const char *only, char *out, size_t cap)
+{
+	size_t n = 0;
+	int k;
+
+	k = snprintf(out, cap, "node %s, cluster %s\n%-16s %8s  %-9s  %-12s  %s\n", info->node,
+		     info->cluster, "VOLUME", "SIZE", "ROLE", "DISK", "PEERS");
+	if (k > 0)
+		n += (size_t)k;
+	for (unsigned i = 0; i < info->nvols && n < cap; i++) {
+		const struct vol *v = info->vols[i];
+		char sz[32];
+		if (only && strcmp(only, v->name))
+			continue;
+		format_size(v->size, sz, sizeof(sz));
+		k = snprintf(out + n, cap - n, "%-16s %8s  %-9s  %-12s  %s\n", v->name, sz,
+			     vol_role_name(v->role), vol_disk_name(v->disk), "-");
+		if (k > 0)
+			n += (size_t)k;
+	}
+	return n < cap ? n : cap;
+}
+
+static struct vol *find(struct ctl_server *s, const char *name)
+{
+	for (unsigned i = 0; i < s->info.nvols; i++)
+		if (strcmp(s->info.vols[i]->name, name) == 0)
+			return s->info.vols[i];
+	return NULL;
+}
+
+static void render(struct ctl_conn *c, size_t (*fn)(const struct ctl_info *, const char *,
+						    char *, size_t),
+		   const char *only)
+{
+	for (;;) {
+		size_t room = c->cap - c->len;
+		size_t n = fn(&c->srv->info, only, c->out + c->len, room);
+		if (n < room - 1) {
+			c->len += n;
+			return;
+		}
+		char *o = realloc(c->out, c->cap * 2);
+		if (!o)
+			return;
+		c->out = o;
+		c->cap *= 2;
+	}
+}
+
+static void run_command(struct ctl_conn *c, int argc, char **argv)
+{
+	struct ctl_server *s = c->srv;
+	const char *cmd = argv[0];
+
+	if (strcmp(cmd, "ping") == 0 && argc == 1) {
+		out_add(c, "ok\n");
+	} else if (strcmp(cmd, "status") == 0 && argc <= 3) {
+		const char *only = NULL;
+		bool json = false;
+		for (int i = 1; i < argc; i++) {
+			if (strcmp(argv[i], "--json") == 0)
+				json = true;
+			else if (!only)
+				only = argv[i];
+			else {
+				out_add(c, "error usage: status [VOLUME] [--json]\n");
+				return;
+			}
+		}
+		if (only && !find(s, only)) {
+			out_add(c, "error no volume named '%s' on node %s\n", only, s->info.node);
+			return;
+		}
+		out_add(c, "ok\n");
+		render(c, json ? ctl_status_json : ctl_status_text, only);
+	} else if (strcmp(cmd, "wait-sync") == 0 && argc >= 2) {
+		struct vol *v = find(s, argv[1]);
+		if (!v) {
+			out_add(c, "error no volume named '%s' on node %s\n", argv[1], s->info.node);
+			return;
+		}
+		/* A volume on one node is in sync whenever its disk is up to date. */
+		if (v->disk == VOL_UPTODATE)
+			out_add(c, "ok\n");
+		else
+			out_add(c, "error volume %s is %s\n", v->name, vol_disk_name(v->disk));
+	} else if (strcmp(cmd, "primary") == 0 || strcmp(cmd, "secondary") == 0 ||
+		   strcmp(cmd, "connect") == 0 || strcmp(cmd, "disconnect") == 0 ||
+		   strcmp(cmd, "verify") == 0 || strcmp(cmd, "invalidate") == 0 ||
+		   strcmp(cmd, "events") == 0) {
+		out_add(c, "error '%s' is not available in this version of tandemd\n", cmd);
+	} else {
+		out_add(c, "error unknown command or wrong arguments: '%s'\n", cmd);
+	}
+}
+
+static void reply_done(struct net_tx *tx, int err)
+{
+	struct ctl_conn *c = container_of(tx, struct ctl_conn, tx);
+	(void)err;
+	c->tx_busy = false;
+	if (c->net_closed)
+		ev_defer(c->srv->ev, &c->reap);
+}
+
+static void on_rx(struct net_conn *nc)
+{
+	struct ctl_conn *c = container_of(nc, struct ctl_conn, net);
+	const uint8_t *p = net_rx_peek(nc);
+	size_t avail = net_rx_avail(nc);
+	const uint8_t *nl;
+	char line[CTL_MAX_LINE];
+	char *argv[CTL_MAX_ARGS];
+	int argc;
+
+	if (c->answered) {
+		net_rx_consume(nc, avail);
+		return;
+	}
+	nl = memchr(p, '\n', avail);
+	if (!nl) {
+		if (avail >= CTL_MAX_LINE) {
+			out_add(c, "error request line too long\n");
+			goto send;
+		}
+		return;
+	}
+	if ((size_t)(nl - p) >= sizeof(line)) {
+		out_add(c, "error request line too long\n");
+		goto send;
+	}
+	memcpy(line, p, (size_t)(nl - p));
+	line[nl - p] = '\0';
+	argc = ctl_parse_line(line, argv);
+	if (argc < 0)
+		out_add(c, "error malformed request\n");
+	else
+		run_command(c, argc, argv);
+send:
+	net_rx_consume(nc, avail);
+	c->answered = true;
+	c->tx.iov[0].iov_base = c->out;
+	c->tx.iov[0].iov_len = c->len;
+	c->tx.iovcnt = 1;
+	c->tx.done = reply_done;
+	c->tx_busy = true;
+	net_send(nc, &c->tx);
+	net_close(nc);
+}
+
+static void reap(struct ev_deferred *d)
+{
+	struct ctl_conn *c = container_of(d, struct ctl_conn, reap);
+	struct ctl_server *s = c->srv;
+
+	if (c->tx_busy || !c->net_closed)
+		return;
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		s->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	s->nconns--;
+	net_conn_destroy(&c->net);
+	free(c->out);
+	free(c);
+}
+
+static void on_closed(struct net_conn *nc)
+{
+	struct ctl_conn *c = container_of(nc, struct ctl_conn, net);
+	c->net_closed = true;
+	ev_defer(c->srv->ev, &c->reap);
+}
+
+static const struct net_conn_ops ctl_net_ops = { .on_rx = on_rx, .on_closed = on_closed };
+
+static void on_accept(struct net_listener *l, int fd)
+{
+	struct ctl_server *s = container_of(l, struct ctl_server, lis);
+	struct ctl_conn *c = calloc(1, sizeof(*c));
+
+	if (!c || !(c->out = malloc(4096)) ||
+	    net_conn_init(&c->net, s->ev, fd, CTL_MAX_LINE + 1, &ctl_net_ops)) {
+		if (c)
+			free(c->out);
+		free(c);
+		close(fd);
+		return;
+	}
+	c->cap = 4096;
+	c->srv = s;
+	c->reap.fn = reap;
+	c->next = s->conns;
+	if (s->conns)
+		s->conns->prev = c;
+	s->conns = c;
+	s->nconns++;
+}
+
+int ctl_server_new(struct ev_loop *ev, const char *path, const struct ctl_info *info,
+		   struct ctl_server **out)
+{
+	struct ctl_server *s = calloc(1, sizeof(*s));
+	int r;
+
+	if (!s)
+		return -ENOMEM;
+	s->ev = ev;
+	s->info = *info;
+	snprintf(s->path, sizeof(s->path), "%s", path);
+	r = net_listen_unix(&s->lis, ev, path, on_accept);
+	if (r) {
+		free(s);
+		return r;
+	}
+	*out = s;
+	return 0;
+}
+
+void ctl_server_shutdown(struct ctl_server *s)
+{
+	net_listener_close(&s->lis);
+	unlink(s->path);
+	for (struct ctl_conn *c = s->conns; c; c = c->next)
+		net_close(&c->net);
+}
+
+unsigned ctl_server_conns(const struct ctl_server *s)
+{
+	return s->nconns;
+}
+
+void ctl_server_free(struct ctl_server *s)
+{
+	free(s);
+}

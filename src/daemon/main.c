@@ -1,0 +1,269 @@
+/* tandemd: one storage node. Reads the cluster config, opens this node's
+ * volumes, starts the front-ends and the control socket on one event loop,
+ * and stops cleanly on SIGINT/SIGTERM. Wiring only: no protocol or I/O logic. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "../common/log.h"
+#include "../common/util.h"
+#include "../config/config.h"
+#include "../ctl/ctl.h"
+#include "../ev/ev.h"
+#include "../nbd/nbd_server.h"
+#include "../vol/vol.h"
+
+struct node {
+	struct cfg *cfg;
+	unsigned self;
+	struct ev_loop *ev;
+	struct vol *vols[CFG_MAX_VOLUMES];
+	unsigned nvols;
+	struct nbd_server *nbd;
+	struct ctl_server *ctl;
+	int sigfd;
+	struct signalfd_siginfo si;
+	struct ev_op sig_op;
+	int ready_fd; /* write end of the pipe to the waiting parent, or -1 */
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: tandemd -c FILE -n NODE [-f] [-v]\n"
+		   "  -c FILE  cluster configuration (INI)\n"
+		   "  -n NODE  which [node NAME] section this daemon is\n"
+		   "  -f       stay in the foreground and log to stderr\n"
+		   "  -v       debug logging\n");
+}
+
+static void sig_arm(struct node *n);
+
+static void sig_cb(struct ev_op *op, int res, uint32_t flags)
+{
+	struct node *n = container_of(op, struct node, sig_op);
+	(void)flags;
+	if (res == (int)sizeof(n->si)) {
+		log_info("signal %u: shutting down", n->si.ssi_signo);
+		ev_stop(n->ev);
+		return;
+	}
+	sig_arm(n);
+}
+
+static void sig_arm(struct node *n)
+{
+	io_uring_prep_read(ev_sqe(n->ev, &n->sig_op), n->sigfd, &n->si, sizeof(n->si), 0);
+}
+
+static int start(struct node *n, char *err, size_t errlen)
+{
+	const struct cfg_node *me = &n->cfg->nodes[n->self];
+	struct ctl_info ci;
+	int r;
+
+	for (unsigned i = 0; i < n->cfg->nvolumes; i++) {
+		const struct cfg_volume *cv = &n->cfg->volumes[i];
+		if (!cfg_volume_has_node(cv, n->self))
+			continue;
+		if (cv->nnodes > 1) {
+			snprintf(err, errlen,
+				 "%s: [volume %s] nodes: lives on %u nodes, but this version of "
+				 "tandemd serves single-node volumes only (no replication yet)",
+				 n->cfg->path, cv->name, cv->nnodes);
+			return -ENOTSUP;
+		}
+		r = vol_open(n->ev, n->cfg, i, n->self, &n->vols[n->nvols], err, errlen);
+		if (r)
+			return r;
+		n->nvols++;
+	}
+	if (me->nbd[0]) {
+		r = nbd_server_new(n->ev, me->nbd, n->vols, n->nvols, &n->nbd);
+		if (r) {
+			snprintf(err, errlen, "%s: [node %s] nbd: cannot listen on %s: %s",
+				 n->cfg->path, me->name, me->nbd, strerror(-r));
+			return r;
+		}
+		log_info("NBD on %s", me->nbd);
+	}
+	if (me->iscsi[0])
+		log_warn("[node %s] iscsi = %s: the iSCSI front-end is not in this version; "
+			 "not listening", me->name, me->iscsi);
+	if (me->metrics[0])
+		log_warn("[node %s] metrics = %s: the metrics endpoint is not in this version; "
+			 "not listening", me->name, me->metrics);
+	ci.node = me->name;
+	ci.cluster = n->cfg->cluster;
+	ci.vols = n->vols;
+	ci.nvols = n->nvols;
+	r = ctl_server_new(n->ev, me->control, &ci, &n->ctl);
+	if (r) {
+		snprintf(err, errlen, "%s: [node %s] control: cannot listen on %s: %s",
+			 n->cfg->path, me->name, me->control,
+			 r == -EADDRINUSE ? "another tandemd answers there" : strerror(-r));
+		return r;
+	}
+	return 0;
+}
+
+static void stop(struct node *n)
+{
+	uint64_t deadline = now_ns() + 10ull * 1000000000ull;
+
+	if (n->nbd)
+		nbd_server_shutdown(n->nbd);
+	if (n->ctl)
+		ctl_server_shutdown(n->ctl);
+	/* In-flight requests complete and their replies go out (or fail) first. */
+	while (((n->nbd && nbd_server_conns(n->nbd)) || (n->ctl && ctl_server_conns(n->ctl))) &&
+	       now_ns() < deadline)
+		ev_run_once(n->ev, 100ull * 1000000ull);
+	for (unsigned i = 0; i < n->nvols; i++) {
+		while (n->vols[i]->inflight && now_ns() < deadline)
+			ev_run_once(n->ev, 100ull * 1000000ull);
+		vol_close(n->vols[i]);
+	}
+	if (n->nbd && nbd_server_conns(n->nbd) == 0)
+		nbd_server_free(n->nbd);
+	if (n->ctl && ctl_server_conns(n->ctl) == 0)
+		ctl_server_free(n->ctl);
+}
+
+/* Without -f: fork, and let the parent exit only once the child is serving (0)
+ * or has failed (1, with the message on stderr), so scripts see real status. */
+static int daemonize(int *ready_fd)
+{
+	int p[2];
+	pid_t pid;
+	char buf[1024];
+	ssize_t k;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid > 0) {
+		close(p[1]);
+		k = read(p[0], buf, sizeof(buf) - 1);
+		if (k > 0 && buf[0] == '+')
+			_exit(0);
+		if (k > 1) {
+			buf[k] = '\0';
+			fprintf(stderr, "tandemd: %s\n", buf + 1);
+		}
+		_exit(1);
+	}
+	close(p[0]);
+	setsid();
+	*ready_fd = p[1];
+	return 0;
+}
+
+static void report(int fd, int ok, const char *msg)
+{
+	char buf[1024];
+	int n;
+	if (fd < 0)
+		return;
+	n = snprintf(buf, sizeof(buf), "%c%s", ok ? '+' : '-', msg ? msg : "");
+	if (write(fd, buf, (size_t)MIN(n, (int)sizeof(buf) - 1)) < 0) {
+		/* the parent is gone; nothing to tell */
+	}
+	close(fd);
+}
+
+int main(int argc, char **argv)
+{
+	struct node n;
+	const char *cfgpath = NULL, *name = NULL;
+	int fg = 0, verbose = 0, opt, r, idx;
+	char err[1024];
+	sigset_t mask;
+
+	memset(&n, 0, sizeof(n));
+	n.ready_fd = -1;
+	n.sigfd = -1;
+	while ((opt = getopt(argc, argv, "c:n:fvh")) != -1) {
+		switch (opt) {
+		case 'c': cfgpath = optarg; break;
+		case 'n': name = optarg; break;
+		case 'f': fg = 1; break;
+		case 'v': verbose = 1; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (!cfgpath || !name || optind != argc) {
+		usage(stderr);
+		return 2;
+	}
+	r = cfg_load(cfgpath, &n.cfg, err, sizeof(err));
+	if (r) {
+		fprintf(stderr, "tandemd: %s\n", err);
+		return 1;
+	}
+	idx = cfg_node_index(n.cfg, name);
+	if (idx < 0) {
+		fprintf(stderr, "tandemd: %s: no [node %s] section\n", cfgpath, name);
+		cfg_free(n.cfg);
+		return 1;
+	}
+	n.self = (unsigned)idx;
+	if (cfg_check_local(n.cfg, n.self, err, sizeof(err))) {
+		fprintf(stderr, "tandemd: %s\n", err);
+		cfg_free(n.cfg);
+		return 1;
+	}
+	if (!fg && daemonize(&n.ready_fd) < 0) {
+		fprintf(stderr, "tandemd: cannot daemonize: %s\n", strerror(errno));
+		return 1;
+	}
+	log_init("tandemd", fg, verbose ? LOG_LVL_DEBUG : LOG_LVL_INFO);
+
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	n.sigfd = signalfd(-1, &mask, SFD_CLOEXEC);
+	n.ev = ev_new(1024);
+	if (!n.ev || n.sigfd < 0) {
+		snprintf(err, sizeof(err), "cannot set up the event loop: %s", strerror(errno));
+		r = -EIO;
+		goto out;
+	}
+	n.sig_op.cb = sig_cb;
+	sig_arm(&n);
+	err[0] = '\0';
+	r = start(&n, err, sizeof(err));
+	if (r)
+		goto out;
+	log_info("node %s of cluster %s ready: %u volume(s)", name, n.cfg->cluster, n.nvols);
+	report(n.ready_fd, 1, NULL);
+	n.ready_fd = -1;
+	r = ev_run(n.ev);
+	if (r)
+		log_err("event loop failed: %s", strerror(-r));
+out:
+	if (r && err[0]) {
+		if (fg)
+			fprintf(stderr, "tandemd: %s\n", err);
+		else
+			log_err("%s", err);
+	}
+	report(n.ready_fd, 0, err);
+	stop(&n);
+	if (n.sigfd >= 0)
+		close(n.sigfd);
+	ev_free(n.ev);
+	cfg_free(n.cfg);
+	log_info("stopped");
+	return r ? 1 : 0;
+}

@@ -1,0 +1,185 @@
+/* Superblock codec and the crash-safe metadata file (see include/proto/ondisk.h
+ * for the layout and the two-slot rule). Writes are synchronous: they happen on
+ * role and state changes, never per I/O. */
+#include "md.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../common/crc32c.h"
+
+static void copy_name(char *dst, const char *src)
+{
+	size_t n = strnlen(src, TANDEM_MD_NAME_LEN - 1);
+	memset(dst, 0, TANDEM_MD_NAME_LEN);
+	memcpy(dst, src, n);
+}
+
+void md_encode(const struct md_sb *sb, uint8_t out[TANDEM_MD_SLOT_SIZE])
+{
+	struct tandem_md_sb d;
+
+	memset(&d, 0, sizeof(d));
+	d.magic = htole64(TANDEM_MD_MAGIC);
+	d.version = htole32(TANDEM_MD_VERSION);
+	d.slot_size = htole32(TANDEM_MD_SLOT_SIZE);
+	d.seq = htole64(sb->seq);
+	memcpy(d.volume_uuid, sb->volume_uuid, 16);
+	d.size = htole64(sb->size);
+	d.flags = htole32(sb->flags);
+	d.block_size = htole32(sb->block_size);
+	copy_name(d.cluster, sb->cluster);
+	copy_name(d.volume, sb->volume);
+	copy_name(d.node, sb->node);
+	d.gen_current = htole64(sb->gen_current);
+	d.gen_bitmap = htole64(sb->gen_bitmap);
+	for (unsigned i = 0; i < TANDEM_MD_HISTORY; i++)
+		d.gen_history[i] = htole64(sb->gen_history[i]);
+	d.bm_offset = htole64(sb->bm_offset);
+	d.bm_bytes = htole64(sb->bm_bytes);
+	d.bm_granularity = htole32(sb->bm_granularity);
+	d.created_unix = htole64(sb->created_unix);
+	d.crc = htole32(crc32c(0, &d, offsetof(struct tandem_md_sb, crc)));
+	memcpy(out, &d, sizeof(d));
+}
+
+static int name_ok(const char *n)
+{
+	/* NUL-terminated inside the field */
+	return memchr(n, '\0', TANDEM_MD_NAME_LEN) != NULL;
+}
+
+int md_decode(const uint8_t in[TANDEM_MD_SLOT_SIZE], struct md_sb *sb)
+{
+	struct tandem_md_sb d;
+
+	memcpy(&d, in, sizeof(d));
+	if (le64toh(d.magic) != TANDEM_MD_MAGIC)
+		return -EBADMSG;
+	if (le32toh(d.crc) != crc32c(0, &d, offsetof(struct tandem_md_sb, crc)))
+		return -EBADMSG;
+	if (le32toh(d.version) != TANDEM_MD_VERSION)
+		return -EPROTONOSUPPORT;
+	if (le32toh(d.slot_size) != TANDEM_MD_SLOT_SIZE || !name_ok(d.cluster) ||
+	    !name_ok(d.volume) || !name_ok(d.node))
+		return -EBADMSG;
+	memset(sb, 0, sizeof(*sb));
+	sb->seq = le64toh(d.seq);
+	memcpy(sb->volume_uuid, d.volume_uuid, 16);
+	sb->size = le64toh(d.size);
+	sb->flags = le32toh(d.flags);
+	sb->block_size = le32toh(d.block_size);
+	memcpy(sb->cluster, d.cluster, TANDEM_MD_NAME_LEN);
+	memcpy(sb->volume, d.volume, TANDEM_MD_NAME_LEN);
+	memcpy(sb->node, d.node, TANDEM_MD_NAME_LEN);
+	sb->gen_current = le64toh(d.gen_current);
+	sb->gen_bitmap = le64toh(d.gen_bitmap);
+	for (unsigned i = 0; i < TANDEM_MD_HISTORY; i++)
+		sb->gen_history[i] = le64toh(d.gen_history[i]);
+	sb->bm_offset = le64toh(d.bm_offset);
+	sb->bm_bytes = le64toh(d.bm_bytes);
+	sb->bm_granularity = le32toh(d.bm_granularity);
+	sb->created_unix = le64toh(d.created_unix);
+	return 0;
+}
+
+static int write_slot(struct md *md, unsigned slot)
+{
+	uint8_t buf[TANDEM_MD_SLOT_SIZE];
+	ssize_t n;
+
+	md_encode(&md->sb, buf);
+	n = pwrite(md->fd, buf, sizeof(buf), (off_t)slot * TANDEM_MD_SLOT_SIZE);
+	if (n < 0)
+		return -errno;
+	if (n != (ssize_t)sizeof(buf))
+		return -EIO;
+	if (fdatasync(md->fd) < 0)
+		return -errno;
+	md->slot = slot;
+	return 0;
+}
+
+int md_write(struct md *md)
+{
+	unsigned slot = md->slot ^ 1u;
+	int r;
+
+	md->sb.seq++;
+	r = write_slot(md, slot);
+	if (r)
+		md->sb.seq--;
+	return r;
+}
+
+int md_open(const char *path, const struct md_sb *init, struct md **out)
+{
+	struct md *md;
+	struct md_sb s[TANDEM_MD_SLOTS];
+	int valid[TANDEM_MD_SLOTS], r = 0, best = -1, newer = 0;
+	struct stat st;
+
+	md = calloc(1, sizeof(*md));
+	if (!md)
+		return -ENOMEM;
+	md->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (md->fd < 0) {
+		r = -errno;
+		free(md);
+		return r;
+	}
+	for (unsigned i = 0; i < TANDEM_MD_SLOTS; i++) {
+		uint8_t buf[TANDEM_MD_SLOT_SIZE];
+		ssize_t n = pread(md->fd, buf, sizeof(buf), (off_t)i * TANDEM_MD_SLOT_SIZE);
+		valid[i] = n == (ssize_t)sizeof(buf) ? md_decode(buf, &s[i]) : -EBADMSG;
+		if (valid[i] == -EPROTONOSUPPORT)
+			newer = 1;
+		if (valid[i] == 0 && (best < 0 || s[i].seq > s[best].seq))
+			best = (int)i;
+	}
+	if (best >= 0) {
+		md->sb = s[best];
+		md->slot = (unsigned)best;
+	} else if (newer) {
+		r = -EPROTONOSUPPORT;
+	} else if (fstat(md->fd, &st) == 0 && st.st_size == 0) {
+		md->sb = *init;
+		md->sb.seq = 0;
+		md->sb.bm_offset = TANDEM_MD_BITMAP_OFFSET;
+		md->sb.created_unix = (uint64_t)time(NULL);
+		if (getrandom(md->sb.volume_uuid, 16, 0) != 16)
+			r = -EIO;
+		/* The first write goes to slot 0 (slot ^ 1 with slot = 1). */
+		md->slot = 1;
+		if (!r)
+			r = md_write(md);
+		if (!r && ftruncate(md->fd, (off_t)(TANDEM_MD_BITMAP_OFFSET + md->sb.bm_bytes)) < 0)
+			r = -errno;
+		md->created = true;
+	} else {
+		r = -EUCLEAN;
+	}
+	if (r) {
+		close(md->fd);
+		free(md);
+		return r;
+	}
+	*out = md;
+	return 0;
+}
+
+void md_close(struct md *md)
+{
+	if (!md)
+		return;
+	close(md->fd);
+	free(md);
+}

@@ -1,0 +1,386 @@
+/* Sockets on the event loop. Each connection has at most one recv and one
+ * sendmsg in flight; output queued during a pass is gathered into one sendmsg
+ * when the pass ends (the ev_deferred flush). A connection dies by shutdown():
+ * that completes the pending recv, after which on_closed runs exactly once. */
+#include "net.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "../common/log.h"
+#include "../common/util.h"
+
+static void listener_arm(struct net_listener *l);
+
+static void listener_cb(struct ev_op *op, int res, uint32_t flags)
+{
+	struct net_listener *l = container_of(op, struct net_listener, op);
+
+	if (res >= 0) {
+		if (l->closing)
+			close(res);
+		else
+			l->on_accept(l, res);
+	} else if (res != -ECANCELED && res != -EINVAL && res != -EBADF) {
+		log_warn("accept failed: %s", strerror(-res));
+	}
+	if (!(flags & IORING_CQE_F_MORE) && !l->closing)
+		listener_arm(l);
+}
+
+static void listener_arm(struct net_listener *l)
+{
+	struct io_uring_sqe *sqe = ev_sqe(l->ev, &l->op);
+	io_uring_prep_multishot_accept(sqe, l->fd, NULL, NULL, SOCK_CLOEXEC);
+}
+
+static int listen_fd(struct net_listener *l, struct ev_loop *ev, int fd,
+		     void (*on_accept)(struct net_listener *, int))
+{
+	if (listen(fd, 128) < 0) {
+		int e = -errno;
+		close(fd);
+		return e;
+	}
+	l->fd = fd;
+	l->ev = ev;
+	l->op.cb = listener_cb;
+	l->on_accept = on_accept;
+	l->closing = false;
+	listener_arm(l);
+	return 0;
+}
+
+int net_listen(struct net_listener *l, struct ev_loop *ev, const char *addr,
+	       void (*on_accept)(struct net_listener *, int))
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int fd, one = 1, r;
+
+	r = parse_addr(addr, &ss, &len);
+	if (r)
+		return r;
+	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&ss, len) < 0) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	return listen_fd(l, ev, fd, on_accept);
+}
+
+int net_listen_unix(struct net_listener *l, struct ev_loop *ev, const char *path,
+		    void (*on_accept)(struct net_listener *, int))
+{
+	struct sockaddr_un sun;
+	int fd, r;
+
+	if (strlen(path) >= sizeof(sun.sun_path))
+		return -ENAMETOOLONG;
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	strcpy(sun.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	/* A stale socket file from a crashed daemon is removed; a live daemon
+	 * answering on it means another instance runs. */
+	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0) {
+		close(fd);
+		return -EADDRINUSE;
+	}
+	unlink(path);
+	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	chmod(path, 0600);
+	return listen_fd(l, ev, fd, on_accept);
+}
+
+void net_listener_close(struct net_listener *l)
+{
+	if (l->fd < 0)
+		return;
+	l->closing = true;
+	shutdown(l->fd, SHUT_RDWR);
+	close(l->fd);
+	l->fd = -1;
+}
+
+/* ---- connections ---- */
+
+static void conn_maybe_closed(struct net_conn *c)
+{
+	/* Closed once nothing is in flight and queued output is sent or unsendable. */
+	if (c->closing && !c->rx_armed && !c->tx_armed && !c->closed &&
+	    (!c->txq_head || c->eof)) {
+		struct net_tx *tx;
+		c->closed = true;
+		/* Output that can no longer be sent is released with an error. */
+		while ((tx = c->txq_head)) {
+			c->txq_head = tx->next;
+			tx->done(tx, -ECONNRESET);
+		}
+		c->txq_tail = &c->txq_head;
+		c->ops->on_closed(c);
+	}
+}
+
+static void rx_arm(struct net_conn *c);
+
+static void rx_cb(struct ev_op *op, int res, uint32_t flags)
+{
+	struct net_conn *c = container_of(op, struct net_conn, rx_op);
+	(void)flags;
+
+	c->rx_armed = false;
+	if (c->closing) {
+		conn_maybe_closed(c);
+		return;
+	}
+	if (res <= 0) {
+		if (res < 0 && res != -ECONNRESET)
+			log_debug("recv: %s", strerror(-res));
+		c->eof = true;
+		if (c->direct_cb) {
+			void (*cb)(struct net_conn *, int) = c->direct_cb;
+			c->direct_cb = NULL;
+			cb(c, -ECONNRESET);
+		}
+		net_close(c);
+		return;
+	}
+	c->bytes_in += (uint64_t)res;
+	if (c->direct_cb) {
+		c->direct_done += (size_t)res;
+		if (c->direct_done == c->direct_len) {
+			void (*cb)(struct net_conn *, int) = c->direct_cb;
+			c->direct_cb = NULL;
+			cb(c, 0);
+		}
+	} else {
+		c->rx_end += (size_t)res;
+	}
+	/* Parse everything buffered; the owner may pause or switch to direct. */
+	while (!c->closing && !c->direct_cb && !c->rx_paused && net_rx_avail(c) > 0) {
+		size_t before = net_rx_avail(c);
+		c->ops->on_rx(c);
+		if (net_rx_avail(c) == before)
+			break; /* needs more bytes */
+	}
+	rx_arm(c);
+}
+
+static void rx_arm(struct net_conn *c)
+{
+	struct io_uring_sqe *sqe;
+
+	if (c->rx_armed || c->closing || c->eof)
+		return;
+	if (c->direct_cb) {
+		sqe = ev_sqe(c->ev, &c->rx_op);
+		io_uring_prep_recv(sqe, c->fd, c->direct_buf + c->direct_done,
+				   c->direct_len - c->direct_done, 0);
+		c->rx_armed = true;
+		return;
+	}
+	if (c->rx_paused)
+		return;
+	if (c->rx_start == c->rx_end) {
+		c->rx_start = c->rx_end = 0;
+	} else if (c->rx_cap - c->rx_end < c->rx_cap / 4) {
+		memmove(c->rxbuf, c->rxbuf + c->rx_start, c->rx_end - c->rx_start);
+		c->rx_end -= c->rx_start;
+		c->rx_start = 0;
+	}
+	if (c->rx_end == c->rx_cap)
+		return; /* owner must consume first: a message larger than the buffer
+			 * is a protocol error the owner detects */
+	sqe = ev_sqe(c->ev, &c->rx_op);
+	io_uring_prep_recv(sqe, c->fd, c->rxbuf + c->rx_end, c->rx_cap - c->rx_end, 0);
+	c->rx_armed = true;
+}
+
+static void tx_flush(struct ev_deferred *d);
+
+static void tx_cb(struct ev_op *op, int res, uint32_t flags)
+{
+	struct net_conn *c = container_of(op, struct net_conn, tx_op);
+	size_t left = res > 0 ? (size_t)res : 0;
+	(void)flags;
+
+	c->tx_armed = false;
+	if (res < 0) {
+		c->eof = true;
+		net_close(c);
+		conn_maybe_closed(c);
+		return;
+	}
+	c->bytes_out += left;
+	/* Walk the sent items in order; complete the whole ones, trim a partial one. */
+	while (c->txq_head) {
+		struct net_tx *tx = c->txq_head;
+		bool whole = true;
+		for (int i = 0; i < tx->iovcnt; i++) {
+			size_t n = MIN(left, tx->iov[i].iov_len);
+			tx->iov[i].iov_base = (char *)tx->iov[i].iov_base + n;
+			tx->iov[i].iov_len -= n;
+			left -= n;
+			if (tx->iov[i].iov_len)
+				whole = false;
+		}
+		if (!whole)
+			break;
+		c->txq_head = tx->next;
+		if (!c->txq_head)
+			c->txq_tail = &c->txq_head;
+		tx->done(tx, 0);
+	}
+	if (c->closing && !c->txq_head) {
+		shutdown(c->fd, SHUT_RDWR);
+		conn_maybe_closed(c);
+		return;
+	}
+	if (c->txq_head)
+		ev_defer(c->ev, &c->flush);
+}
+
+static void tx_flush(struct ev_deferred *d)
+{
+	struct net_conn *c = container_of(d, struct net_conn, flush);
+	unsigned n = 0;
+	struct io_uring_sqe *sqe;
+
+	if (c->tx_armed || !c->txq_head || c->closed)
+		return;
+	for (struct net_tx *tx = c->txq_head; tx && n + NET_TX_IOV <= c->tx_iov_cap; tx = tx->next)
+		for (int i = 0; i < tx->iovcnt; i++)
+			if (tx->iov[i].iov_len)
+				c->tx_iov[n++] = tx->iov[i];
+	memset(&c->tx_msg, 0, sizeof(c->tx_msg));
+	c->tx_msg.msg_iov = c->tx_iov;
+	c->tx_msg.msg_iovlen = n;
+	sqe = ev_sqe(c->ev, &c->tx_op);
+	io_uring_prep_sendmsg(sqe, c->fd, &c->tx_msg, MSG_NOSIGNAL);
+	c->tx_armed = true;
+}
+
+int net_conn_init(struct net_conn *c, struct ev_loop *ev, int fd, size_t rxbuf,
+		  const struct net_conn_ops *ops)
+{
+	int one = 1;
+
+	memset(c, 0, sizeof(*c));
+	c->fd = fd;
+	c->ev = ev;
+	c->ops = ops;
+	c->rx_op.cb = rx_cb;
+	c->tx_op.cb = tx_cb;
+	c->flush.fn = tx_flush;
+	c->txq_tail = &c->txq_head;
+	c->rx_cap = rxbuf;
+	c->rxbuf = malloc(rxbuf);
+	c->tx_iov_cap = 256;
+	c->tx_iov = calloc(c->tx_iov_cap, sizeof(struct iovec));
+	if (!c->rxbuf || !c->tx_iov) {
+		free(c->rxbuf);
+		free(c->tx_iov);
+		return -ENOMEM;
+	}
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	rx_arm(c);
+	return 0;
+}
+
+void net_rx_consume(struct net_conn *c, size_t n)
+{
+	c->rx_start += n;
+}
+
+void net_rx_direct(struct net_conn *c, void *buf, size_t len,
+		   void (*cb)(struct net_conn *c, int err))
+{
+	size_t have = MIN(net_rx_avail(c), len);
+
+	memcpy(buf, net_rx_peek(c), have);
+	c->rx_start += have;
+	if (have == len) {
+		cb(c, 0);
+		return;
+	}
+	c->direct_buf = buf;
+	c->direct_len = len;
+	c->direct_done = have;
+	c->direct_cb = cb;
+	rx_arm(c);
+}
+
+void net_rx_pause(struct net_conn *c)
+{
+	c->rx_paused = true;
+}
+
+void net_rx_resume(struct net_conn *c)
+{
+	if (!c->rx_paused)
+		return;
+	c->rx_paused = false;
+	if (c->closing || c->rx_armed || c->direct_cb)
+		return;
+	/* Bytes that arrived while paused are parsed first. */
+	while (!c->closing && !c->direct_cb && !c->rx_paused && net_rx_avail(c) > 0) {
+		size_t before = net_rx_avail(c);
+		c->ops->on_rx(c);
+		if (net_rx_avail(c) == before)
+			break;
+	}
+	rx_arm(c);
+}
+
+void net_send(struct net_conn *c, struct net_tx *tx)
+{
+	if (c->closed) {
+		tx->done(tx, -ECONNRESET);
+		return;
+	}
+	tx->next = NULL;
+	*c->txq_tail = tx;
+	c->txq_tail = &tx->next;
+	ev_defer(c->ev, &c->flush);
+}
+
+void net_close(struct net_conn *c)
+{
+	if (c->closing)
+		return;
+	c->closing = true;
+	/* Queued output (an error reply, say) still goes out unless the peer is gone. */
+	if (!c->txq_head || c->eof)
+		shutdown(c->fd, SHUT_RDWR);
+	else
+		shutdown(c->fd, SHUT_RD);
+	conn_maybe_closed(c);
+}
+
+void net_conn_destroy(struct net_conn *c)
+{
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+	free(c->rxbuf);
+	free(c->tx_iov);
+	c->rxbuf = NULL;
+	c->tx_iov = NULL;
+}

@@ -1,0 +1,98 @@
+/* Sockets on the event loop: listeners with multishot accept, and connections
+ * with a resumable receive side and a batched, gather-writing send side.
+ * Owns: the socket fd and the receive buffer of a connection.
+ * Never: interprets bytes (the protocol owner parses), or frees the owner. */
+#ifndef TANDEM_NET_H
+#define TANDEM_NET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include "../ev/ev.h"
+
+struct net_listener {
+	int fd;
+	struct ev_loop *ev;
+	struct ev_op op;
+	void (*on_accept)(struct net_listener *l, int fd);
+	bool closing;
+};
+
+/* Binds and listens on addr (host:port); starts accepting. Returns 0 or -errno. */
+int net_listen(struct net_listener *l, struct ev_loop *ev, const char *addr,
+	       void (*on_accept)(struct net_listener *, int));
+int net_listen_unix(struct net_listener *l, struct ev_loop *ev, const char *path,
+		    void (*on_accept)(struct net_listener *, int));
+void net_listener_close(struct net_listener *l);
+
+/* A piece of output: up to NET_TX_IOV buffers sent in order. Embed it in the
+ * object that owns the buffers; done() runs once the last byte left, or with
+ * an error when the connection died first. The buffers must stay valid until
+ * then. */
+#define NET_TX_IOV 2
+struct net_tx {
+	struct net_tx *next;
+	struct iovec iov[NET_TX_IOV];
+	int iovcnt;
+	void (*done)(struct net_tx *tx, int err);
+};
+
+struct net_conn;
+struct net_conn_ops {
+	/* New bytes in the receive buffer: consume them with net_rx_peek/consume,
+	 * or hand a destination with net_rx_direct. */
+	void (*on_rx)(struct net_conn *c);
+	/* The connection is closed and no net operation is in flight any more. */
+	void (*on_closed)(struct net_conn *c);
+};
+
+struct net_conn {
+	int fd;
+	struct ev_loop *ev;
+	const struct net_conn_ops *ops;
+	struct ev_op rx_op, tx_op;
+	struct ev_deferred flush;
+	uint8_t *rxbuf;
+	size_t rx_cap, rx_start, rx_end;
+	/* direct receive into a caller buffer (large payloads) */
+	uint8_t *direct_buf;
+	size_t direct_len, direct_done;
+	void (*direct_cb)(struct net_conn *c, int err);
+	struct net_tx *txq_head, **txq_tail;
+	struct net_tx *tx_inflight_head; /* items covered by the sendmsg in flight */
+	struct msghdr tx_msg;
+	struct iovec *tx_iov;
+	unsigned tx_iov_cap;
+	bool rx_armed, tx_armed, rx_paused, closing, closed, eof;
+	uint64_t bytes_in, bytes_out;
+};
+
+int net_conn_init(struct net_conn *c, struct ev_loop *ev, int fd, size_t rxbuf,
+		  const struct net_conn_ops *ops);
+/* Bytes buffered and not yet consumed. */
+static inline size_t net_rx_avail(const struct net_conn *c)
+{
+	return c->rx_end - c->rx_start;
+}
+static inline const uint8_t *net_rx_peek(const struct net_conn *c)
+{
+	return c->rxbuf + c->rx_start;
+}
+void net_rx_consume(struct net_conn *c, size_t n);
+/* Receive exactly len bytes into buf (buffered bytes first), then call cb. */
+void net_rx_direct(struct net_conn *c, void *buf, size_t len,
+		   void (*cb)(struct net_conn *c, int err));
+/* Stop / restart reading from the socket (backpressure). */
+void net_rx_pause(struct net_conn *c);
+void net_rx_resume(struct net_conn *c);
+/* Queue output; it is written before the loop next sleeps. */
+void net_send(struct net_conn *c, struct net_tx *tx);
+/* Send then close: the queued output is flushed first. */
+void net_close(struct net_conn *c);
+/* Releases buffers; only after on_closed. */
+void net_conn_destroy(struct net_conn *c);
+
+#endif

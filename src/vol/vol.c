@@ -1,0 +1,265 @@
+/* The volume: checks role and range, then hands I/O to the data store.
+ * Replication will route writes here too (local + peer). ZERO requests that
+ * the store cannot do by deallocation fall back to writing zeros, unless the
+ * caller asked for FAST (then -ENOTSUP so that it can choose). */
+#include "vol.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/log.h"
+#include "../common/util.h"
+
+#define ZERO_CHUNK (1u << 20)
+
+const char *vol_role_name(enum vol_role r)
+{
+	return r == VOL_PRIMARY ? "primary" : "secondary";
+}
+
+const char *vol_disk_name(enum vol_disk d)
+{
+	static const char *const n[] = {
+		[VOL_UPTODATE] = "uptodate",	 [VOL_INCONSISTENT] = "inconsistent",
+		[VOL_OUTDATED] = "outdated",	 [VOL_DISKLESS] = "diskless",
+		[VOL_FAILED] = "failed",
+	};
+	return (unsigned)d < ARRAY_SIZE(n) ? n[d] : "?";
+}
+
+static void vol_set_disk(struct vol *v, enum vol_disk d)
+{
+	if (v->disk == d)
+		return;
+	log_warn("volume %s: disk %s -> %s", v->name, vol_disk_name(v->disk), vol_disk_name(d));
+	v->disk = d;
+}
+
+static void io_finish(struct vol_io *io, int res)
+{
+	struct vol *v = io->vol;
+
+	v->inflight--;
+	if (res == -EIO) {
+		v->stats.errors++;
+		vol_set_disk(v, VOL_FAILED);
+	}
+	io->cb(io, res);
+}
+
+static void zero_fallback_next(struct vol_io *io);
+
+static void bio_done(struct bs_io *bio, int res)
+{
+	struct vol_io *io = container_of(bio, struct vol_io, bio);
+
+	if (io->type == BS_ZERO && io->bio.type == BS_ZERO && res == -EOPNOTSUPP &&
+	    !(io->flags & BS_F_FAST)) {
+		io->zero_done = 0;
+		zero_fallback_next(io);
+		return;
+	}
+	if (io->type == BS_ZERO && io->bio.type == BS_WRITE && res == 0) {
+		io->zero_done += bio->len;
+		if (io->zero_done < io->len) {
+			zero_fallback_next(io);
+			return;
+		}
+	}
+	/* fallocate has no FUA: a FUA trim or zero is followed by a flush. */
+	if (res == 0 && (io->flags & BS_F_FUA) && (io->type == BS_TRIM || io->type == BS_ZERO) &&
+	    io->bio.type != BS_FLUSH) {
+		io->bio.type = BS_FLUSH;
+		io->bio.flags = 0;
+		bs_submit(io->vol->bs, &io->bio);
+		return;
+	}
+	io_finish(io, res);
+}
+
+/* Writes zeros in chunks of at most ZERO_CHUNK, one after the other. */
+static void zero_fallback_next(struct vol_io *io)
+{
+	struct vol *v = io->vol;
+	uint64_t left = io->len - io->zero_done;
+
+	io->bio.type = BS_WRITE;
+	io->bio.flags = io->flags & BS_F_FUA;
+	io->bio.off = io->off + io->zero_done;
+	io->bio.len = MIN(left, (uint64_t)v->zero_len);
+	io->bio.buf = v->zero_buf;
+	bs_submit(v->bs, &io->bio);
+}
+
+static void fail_cb(struct ev_op *op, int res, uint32_t flags)
+{
+	struct bs_io *bio = container_of(op, struct bs_io, op);
+	struct vol_io *io = container_of(bio, struct vol_io, bio);
+	(void)res;
+	(void)flags;
+	io_finish(io, -(int)bio->done);
+}
+
+/* Completes io with err from the loop (V2: never inside submit). */
+static void fail_async(struct vol *v, struct vol_io *io, int err)
+{
+	io->bio.done = (uint64_t)-err;
+	io->bio.op.cb = fail_cb;
+	io_uring_prep_nop(ev_sqe(v->ev, &io->bio.op));
+}
+
+void vol_submit(struct vol *v, struct vol_io *io)
+{
+	io->vol = v;
+	v->inflight++;
+	if (v->role != VOL_PRIMARY) {
+		fail_async(v, io, -EROFS);
+		return;
+	}
+	if (v->disk == VOL_FAILED) {
+		fail_async(v, io, -EIO);
+		return;
+	}
+	if (io->type != BS_FLUSH && (io->off > v->size || io->len > v->size - io->off)) {
+		fail_async(v, io, -EINVAL);
+		return;
+	}
+	switch (io->type) {
+	case BS_READ: v->stats.reads++; v->stats.read_bytes += io->len; break;
+	case BS_WRITE: v->stats.writes++; v->stats.write_bytes += io->len; break;
+	case BS_FLUSH: v->stats.flushes++; break;
+	case BS_TRIM: v->stats.trims++; break;
+	case BS_ZERO: v->stats.zeroes++; break;
+	default: fail_async(v, io, -EINVAL); return;
+	}
+	io->bio.type = io->type;
+	io->bio.flags = io->flags;
+	io->bio.off = io->off;
+	io->bio.len = io->len;
+	io->bio.buf = io->buf;
+	io->bio.cb = bio_done;
+	io->bio.op.cb = NULL; /* the store sets its own */
+	bs_submit(v->bs, &io->bio);
+}
+
+int vol_block_status(struct vol *v, uint64_t off, uint64_t len, struct bs_extent *ext,
+		     unsigned max, unsigned *n)
+{
+	if (off > v->size || len > v->size - off || len == 0)
+		return -EINVAL;
+	return v->bs->ops->block_status(v->bs, off, len, ext, max, n);
+}
+
+int vol_open(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned ni, struct vol **out,
+	     char *err, size_t errlen)
+{
+	const struct cfg_volume *cv = &cfg->volumes[vi];
+	const struct cfg_node *cn = &cfg->nodes[ni];
+	struct vol *v;
+	struct md_sb init;
+	char path[CFG_PATH_MAX + CFG_NAME_MAX + 8];
+	int r;
+
+	v = calloc(1, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	snprintf(v->name, sizeof(v->name), "%s", cv->name);
+	v->size = cv->size;
+	v->ev = ev;
+
+	memset(&init, 0, sizeof(init));
+	init.size = cv->size;
+	init.block_size = 512;
+	init.flags = TANDEM_MD_F_CONSISTENT | TANDEM_MD_F_UPTODATE;
+	snprintf(init.cluster, sizeof(init.cluster), "%s", cfg->cluster);
+	snprintf(init.volume, sizeof(init.volume), "%s", cv->name);
+	snprintf(init.node, sizeof(init.node), "%s", cn->name);
+	snprintf(path, sizeof(path), "%s/%s.md", cn->data_dir, cv->name);
+	r = md_open(path, &init, &v->md);
+	if (r) {
+		snprintf(err, errlen, "volume %s: metadata %s: %s", cv->name, path,
+			 r == -EUCLEAN ? "not a Tandem metadata file (refusing to overwrite)" :
+			 r == -EPROTONOSUPPORT ? "written by a newer Tandem" : strerror(-r));
+		goto fail;
+	}
+	if (strcmp(v->md->sb.volume, cv->name) || strcmp(v->md->sb.cluster, cfg->cluster)) {
+		snprintf(err, errlen, "volume %s: metadata %s belongs to volume %s of cluster %s",
+			 cv->name, path, v->md->sb.volume, v->md->sb.cluster);
+		r = -EINVAL;
+		goto fail;
+	}
+	if (v->md->sb.size != cv->size) {
+		snprintf(err, errlen,
+			 "volume %s: configured size %llu differs from the created size %llu "
+			 "(resizing is not supported)",
+			 cv->name, (unsigned long long)cv->size, (unsigned long long)v->md->sb.size);
+		r = -EINVAL;
+		goto fail;
+	}
+	if (cv->disk[ni][0])
+		snprintf(path, sizeof(path), "%s", cv->disk[ni]);
+	else
+		snprintf(path, sizeof(path), "%s/%s.img", cn->data_dir, cv->name);
+	r = bs_open_spec(ev, path, cv->size, cv->cache == CFG_CACHE_NONE, &v->bs);
+	if (r) {
+		snprintf(err, errlen, "volume %s: backing store %s: %s", cv->name, path, strerror(-r));
+		goto fail;
+	}
+	v->min_block = v->bs->align;
+	v->zero_len = ZERO_CHUNK;
+	v->zero_buf = alloc_aligned(ZERO_CHUNK);
+	if (!v->zero_buf) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	memset(v->zero_buf, 0, ZERO_CHUNK);
+	v->disk = (v->md->sb.flags & TANDEM_MD_F_UPTODATE) ? VOL_UPTODATE : VOL_INCONSISTENT;
+	/* Without replication, the first node listed is the primary. */
+	v->role = cv->nodes[0] == ni ? VOL_PRIMARY : VOL_SECONDARY;
+	if (v->md->sb.flags & TANDEM_MD_F_CLEAN) {
+		v->md->sb.flags &= ~TANDEM_MD_F_CLEAN;
+	} else if (!v->md->created) {
+		log_warn("volume %s: was not shut down cleanly", v->name);
+	}
+	if (v->role == VOL_PRIMARY)
+		v->md->sb.flags |= TANDEM_MD_F_PRIMARY;
+	else
+		v->md->sb.flags &= ~TANDEM_MD_F_PRIMARY;
+	r = md_write(v->md);
+	if (r) {
+		snprintf(err, errlen, "volume %s: writing metadata: %s", cv->name, strerror(-r));
+		goto fail;
+	}
+	log_info("volume %s: %s, %s, %llu bytes, %s store %s%s", v->name, vol_role_name(v->role),
+		 vol_disk_name(v->disk), (unsigned long long)v->size, v->bs->ops->name, path,
+		 v->bs->direct ? " (O_DIRECT)" : "");
+	*out = v;
+	return 0;
+fail:
+	bs_close(v->bs);
+	md_close(v->md);
+	free(v->zero_buf);
+	free(v);
+	return r;
+}
+
+void vol_close(struct vol *v)
+{
+	if (!v)
+		return;
+	if (v->bs && v->bs->ops->sync(v->bs) < 0) {
+		log_warn("volume %s: final flush failed", v->name);
+		vol_set_disk(v, VOL_FAILED);
+	}
+	if (v->md && v->disk != VOL_FAILED) {
+		v->md->sb.flags |= TANDEM_MD_F_CLEAN;
+		if (md_write(v->md))
+			log_warn("volume %s: could not mark metadata clean", v->name);
+	}
+	bs_close(v->bs);
+	md_close(v->md);
+	free(v->zero_buf);
+	free(v);
+}
