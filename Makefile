@@ -32,7 +32,9 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 
 BINS := $(B)/tandemd $(B)/tandemctl $(B)/tandem-witness
 
-.PHONY: all deps test test-one unit integration fuzz fuzz-run run install clean bench soak
+# deps-check is order-only for objects: it runs first, even with -j, but never
+# forces a rebuild.
+.PHONY: all deps deps-check test test-one unit integration fuzz fuzz-run run install clean bench soak
 all: deps-check $(BINS)
 
 # Installs the Debian packages the build and tests need (only when missing).
@@ -41,7 +43,7 @@ deps:
 deps-check:
 	@bash scripts/deps.sh --build
 
-$(B)/obj/%.o: %.c
+$(B)/obj/%.o: %.c | deps-check
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 

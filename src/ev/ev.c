@@ -29,10 +29,19 @@ struct ev_loop *ev_new(unsigned entries)
 
 	if (!ev)
 		return NULL;
+	/* One thread owns the ring and reaps only when it waits, so completions'
+	 * kernel-side work can be deferred to that moment (fewer interrupts of
+	 * the loop); older kernels refuse the flags and get the plain ring. */
 	memset(&p, 0, sizeof(p));
-	p.flags = IORING_SETUP_CQSIZE;
+	p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
 	p.cq_entries = entries * 4;
 	r = io_uring_queue_init_params(entries, &ev->ring, &p);
+	if (r == -EINVAL) {
+		memset(&p, 0, sizeof(p));
+		p.flags = IORING_SETUP_CQSIZE;
+		p.cq_entries = entries * 4;
+		r = io_uring_queue_init_params(entries, &ev->ring, &p);
+	}
 	if (r < 0) {
 		log_err("io_uring setup failed: %s", strerror(-r));
 		free(ev);

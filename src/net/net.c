@@ -215,21 +215,11 @@ static void rx_arm(struct net_conn *c)
 
 static void tx_flush(struct ev_deferred *d);
 
-static void tx_cb(struct ev_op *op, int res, uint32_t flags)
+/* Completes the queued items covered by `sent` bytes, in order, and trims a
+ * partially sent one. */
+static void tx_advance(struct net_conn *c, size_t left)
 {
-	struct net_conn *c = container_of(op, struct net_conn, tx_op);
-	size_t left = res > 0 ? (size_t)res : 0;
-	(void)flags;
-
-	c->tx_armed = false;
-	if (res < 0) {
-		c->eof = true;
-		net_close(c);
-		conn_maybe_closed(c);
-		return;
-	}
 	c->bytes_out += left;
-	/* Walk the sent items in order; complete the whole ones, trim a partial one. */
 	while (c->txq_head) {
 		struct net_tx *tx = c->txq_head;
 		bool whole = true;
@@ -248,6 +238,10 @@ static void tx_cb(struct ev_op *op, int res, uint32_t flags)
 			c->txq_tail = &c->txq_head;
 		tx->done(tx, 0);
 	}
+}
+
+static void tx_after(struct net_conn *c)
+{
 	if (c->closing && !c->txq_head) {
 		shutdown(c->fd, SHUT_RDWR);
 		conn_maybe_closed(c);
@@ -257,14 +251,26 @@ static void tx_cb(struct ev_op *op, int res, uint32_t flags)
 		ev_defer(c->ev, &c->flush);
 }
 
-static void tx_flush(struct ev_deferred *d)
+static void tx_cb(struct ev_op *op, int res, uint32_t flags)
 {
-	struct net_conn *c = container_of(d, struct net_conn, flush);
-	unsigned n = 0;
-	struct io_uring_sqe *sqe;
+	struct net_conn *c = container_of(op, struct net_conn, tx_op);
+	(void)flags;
 
-	if (c->tx_armed || !c->txq_head || c->closed)
+	c->tx_armed = false;
+	if (res < 0) {
+		c->eof = true;
+		net_close(c);
+		conn_maybe_closed(c);
 		return;
+	}
+	tx_advance(c, (size_t)res);
+	tx_after(c);
+}
+
+static unsigned tx_gather(struct net_conn *c)
+{
+	unsigned n = 0;
+
 	for (struct net_tx *tx = c->txq_head; tx && n + NET_TX_IOV <= c->tx_iov_cap; tx = tx->next)
 		for (int i = 0; i < tx->iovcnt; i++)
 			if (tx->iov[i].iov_len)
@@ -272,6 +278,36 @@ static void tx_flush(struct ev_deferred *d)
 	memset(&c->tx_msg, 0, sizeof(c->tx_msg));
 	c->tx_msg.msg_iov = c->tx_iov;
 	c->tx_msg.msg_iovlen = n;
+	return n;
+}
+
+/* Runs once per loop pass. The socket usually has room, so the output is
+ * written by a direct non-blocking sendmsg (no extra loop pass on the latency
+ * path); only what does not fit goes to an io_uring sendmsg that waits. */
+static void tx_flush(struct ev_deferred *d)
+{
+	struct net_conn *c = container_of(d, struct net_conn, flush);
+	struct io_uring_sqe *sqe;
+	ssize_t k;
+
+	if (c->tx_armed || !c->txq_head || c->closed)
+		return;
+	tx_gather(c);
+	k = sendmsg(c->fd, &c->tx_msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+		c->eof = true;
+		net_close(c);
+		conn_maybe_closed(c);
+		return;
+	}
+	if (k > 0) {
+		tx_advance(c, (size_t)k);
+		if (!c->txq_head || c->closed) {
+			tx_after(c);
+			return;
+		}
+		tx_gather(c);
+	}
 	sqe = ev_sqe(c->ev, &c->tx_op);
 	io_uring_prep_sendmsg(sqe, c->fd, &c->tx_msg, MSG_NOSIGNAL);
 	c->tx_armed = true;
