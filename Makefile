@@ -70,12 +70,16 @@ integration: all
 
 test-one: unit integration
 
-# Both builds; each prints its own summary line, the last line sums them up.
+# Both builds, then every fuzz harness for a bounded time; each part prints its
+# own summary line, the last line sums them up.
+TEST_FUZZ_SECONDS ?= 10
 test: deps
 	@$(MAKE) --no-print-directory test-one SAN=0 > >(tee build-test-plain.log) 2>&1; a=$$?; \
 	 $(MAKE) --no-print-directory test-one SAN=1 > >(tee build-test-asan.log) 2>&1; b=$$?; \
-	 bash tests/summary.sh build-test-plain.log build-test-asan.log; \
-	 test $$a -eq 0 -a $$b -eq 0
+	 $(MAKE) --no-print-directory fuzz-run FUZZ_SECONDS=$(TEST_FUZZ_SECONDS) \
+		> >(tee build-test-fuzz.log) 2>&1; c=$$?; \
+	 bash tests/summary.sh build-test-plain.log build-test-asan.log build-test-fuzz.log; \
+	 test $$a -eq 0 -a $$b -eq 0 -a $$c -eq 0
 
 # libFuzzer harnesses (clang); `make fuzz-run FUZZ_SECONDS=N` runs each for N s.
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)

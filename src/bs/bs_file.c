@@ -63,7 +63,9 @@ static void file_issue(struct bs_file *f, struct bs_io *io)
 {
 	struct io_uring_sqe *sqe;
 	uint64_t off = io->off + io->done;
-	uint64_t left = io->len - io->done;
+	/* One SQE moves at most 1 GiB (its length field is 32 bits); the rest
+	 * follows as a resumed short transfer. */
+	uint64_t left = MIN(io->len - io->done, (uint64_t)1 << 30);
 
 	io->op.cb = file_cb;
 	sqe = ev_sqe(f->bs.ev, &io->op);

@@ -40,7 +40,7 @@ struct parse {
 	const char *name;
 	const char *text;
 	int line;
-	int long_line;
+	int cluster_line;
 	char *err;
 	size_t errlen;
 	int failed;
@@ -83,7 +83,7 @@ static void fail(struct parse *p, int line, const char *key, const char *fmt, ..
 static int valid_name(const char *s)
 {
 	size_t n = strlen(s);
-	if (n == 0 || n >= CFG_NAME_MAX)
+	if (n == 0 || n > CFG_NAME_LEN)
 		return 0;
 	for (size_t i = 0; i < n; i++)
 		if (!isalnum((unsigned char)s[i]) && s[i] != '-' && s[i] != '_' && s[i] != '.')
@@ -91,24 +91,74 @@ static int valid_name(const char *s)
 	return 1;
 }
 
-/* Reads one line per call so that p->line is the line being handled. */
+static int begin_section(struct parse *p, const char *section);
+
+/* Feeds inih one line per call, so that p->line is the line being handled, and
+ * does the part of parsing where inih would be silent or lossy: section
+ * headers (inih only reports a section with its first key and truncates long
+ * names), lines that are neither header nor "key = value", over-long lines and
+ * keys. Leading blanks are dropped, so no line is a continuation line. A
+ * syntax error stops parsing right there (returning NULL ends inih's loop). */
 static char *reader(char *buf, int num, void *stream)
 {
 	struct parse *p = stream;
-	const char *nl;
-	size_t len, copy;
+	const char *nl, *s;
+	size_t len;
 
-	if (!*p->text)
+	if (!*p->text || p->failed)
 		return NULL;
 	nl = strchr(p->text, '\n');
 	len = nl ? (size_t)(nl - p->text) + 1 : strlen(p->text);
-	copy = len < (size_t)num - 1 ? len : (size_t)num - 1;
-	if (len > (size_t)num - 1 && !p->long_line)
-		p->long_line = p->line + 1;
-	memcpy(buf, p->text, copy);
-	buf[copy] = '\0';
+	s = p->text;
 	p->text += len;
 	p->line++;
+	while (len && (*s == ' ' || *s == '\t')) {
+		s++;
+		len--;
+	}
+	if (len > (size_t)num - 1 || len > CFG_LINE_MAX) {
+		fail(p, p->line, NULL, "line longer than %d characters", CFG_LINE_MAX);
+		return NULL;
+	}
+	memcpy(buf, s, len);
+	buf[len] = '\0';
+	if (buf[0] == '[') {
+		char name[CFG_LINE_MAX + 1];
+		const char *rb = strchr(buf, ']');
+		const char *a = buf + 1, *b;
+		size_t n;
+		if (!rb) {
+			fail(p, p->line, NULL, "syntax error: section header without ']'");
+			return NULL;
+		}
+		for (const char *t = rb + 1; *t && *t != ';' && *t != '#'; t++) {
+			if (!isspace((unsigned char)*t)) {
+				fail(p, p->line, NULL, "syntax error: text after the section header");
+				return NULL;
+			}
+		}
+		while (a < rb && isspace((unsigned char)*a))
+			a++;
+		b = rb;
+		while (b > a && isspace((unsigned char)b[-1]))
+			b--;
+		n = (size_t)(b - a);
+		memcpy(name, a, n);
+		name[n] = '\0';
+		if (begin_section(p, name))
+			return NULL;
+	} else if (buf[0] && buf[0] != ';' && buf[0] != '#' && buf[0] != '\n' && buf[0] != '\r') {
+		const char *eq = strchr(buf, '=');
+		const char *colon = strchr(buf, ':');
+		if (!eq || (colon && colon < eq)) {
+			fail(p, p->line, NULL, "syntax error: expected [section] or key = value");
+			return NULL;
+		}
+		if ((size_t)(eq - buf) > CFG_KEY_MAX) {
+			fail(p, p->line, NULL, "key longer than %d characters", CFG_KEY_MAX);
+			return NULL;
+		}
+	}
 	return buf;
 }
 
@@ -217,12 +267,13 @@ static int begin_section(struct parse *p, const char *section)
 	if (n == 1 && strcmp(kind, "cluster") == 0) {
 		p->kind = S_CLUSTER;
 		p->have_cluster = 1;
+		p->cluster_line = p->line;
 		return 0;
 	}
 	if (n == 2 && strcmp(kind, "node") == 0) {
 		struct cfg_node *nd;
 		if (!valid_name(name)) {
-			fail(p, p->line, NULL, "[%s]: node name must be 1-63 of A-Z a-z 0-9 - _ .", section);
+			fail(p, p->line, NULL, "[%s]: node name must be 1-32 of A-Z a-z 0-9 - _ .", section);
 			return -1;
 		}
 		if (p->cfg->nnodes >= CFG_MAX_NODES) {
@@ -239,7 +290,7 @@ static int begin_section(struct parse *p, const char *section)
 	if (n == 2 && strcmp(kind, "volume") == 0) {
 		struct cfg_volume *v;
 		if (!valid_name(name)) {
-			fail(p, p->line, NULL, "[%s]: volume name must be 1-63 of A-Z a-z 0-9 - _ .",
+			fail(p, p->line, NULL, "[%s]: volume name must be 1-32 of A-Z a-z 0-9 - _ .",
 			     section);
 			return -1;
 		}
@@ -267,7 +318,7 @@ static int handle_cluster(struct parse *p, const char *key, const char *val)
 
 	if (strcmp(key, "name") == 0) {
 		if (!valid_name(val)) {
-			fail(p, p->line, key, "'%s' is not a valid name (1-63 of A-Z a-z 0-9 - _ .)", val);
+			fail(p, p->line, key, "'%s' is not a valid name (1-32 of A-Z a-z 0-9 - _ .)", val);
 			return -1;
 		}
 		return set_str(p, key, val, c->cluster, sizeof(c->cluster));
@@ -296,6 +347,7 @@ static int handle_node(struct parse *p, const char *key, const char *val)
 		return set_addr(p, key, val, n->metrics);
 	if (strcmp(key, "control") == 0 || strcmp(key, "data-dir") == 0) {
 		char *dst = key[0] == 'c' ? n->control : n->data_dir;
+		*(key[0] == 'c' ? &n->control_line : &n->data_dir_line) = p->line;
 		if (!*val) {
 			fail(p, p->line, key, "empty path");
 			return -1;
@@ -394,21 +446,21 @@ static int handler(void *user, const char *section, const char *key, const char 
 	const char *const *keys;
 	int k;
 
+	(void)section; /* the reader tracks sections itself, see there */
 	if (p->failed)
 		return 1;
-	if (p->long_line) {
-		fail(p, p->long_line, NULL, "line too long");
+	if (p->kind == S_NONE) {
+		fail(p, p->line, key, "key outside any section");
 		return 0;
 	}
-	if (strcmp(section, p->section) != 0 || p->kind == S_NONE) {
-		if (!*section) {
-			fail(p, p->line, key, "key outside any section");
-			return 0;
-		}
-		if (begin_section(p, section))
-			return 0;
-	}
 	if (p->kind == S_VOLUME && strncmp(key, "disk.", 5) == 0) {
+		for (unsigned i = 0; i < p->nrefs; i++) {
+			if (p->refs[i].vol == (unsigned)p->idx && strcmp(p->refs[i].key, key) == 0) {
+				fail(p, p->line, key, "key given twice (first on line %d)",
+				     p->refs[i].line);
+				return 0;
+			}
+		}
 		return add_ref(p, key, key + 5, val) == 0;
 	}
 	keys = p->kind == S_CLUSTER ? cluster_keys : p->kind == S_NODE ? node_keys : volume_keys;
@@ -438,7 +490,7 @@ static int resolve(struct parse *p)
 		return -1;
 	}
 	if (!*c->cluster) {
-		fail(p, 0, NULL, "[cluster] has no 'name'");
+		fail(p, p->cluster_line, NULL, "[cluster] has no 'name'");
 		return -1;
 	}
 	if (c->nnodes == 0) {
@@ -462,7 +514,8 @@ static int resolve(struct parse *p)
 		}
 	}
 	if (c->nnodes > 1 && !*c->secret) {
-		fail(p, 0, NULL, "[cluster] needs a 'secret' when there is more than one node");
+		fail(p, p->cluster_line, NULL,
+		     "[cluster] needs a 'secret' when there is more than one node");
 		return -1;
 	}
 	for (unsigned i = 0; i < p->nrefs; i++) {
@@ -490,6 +543,7 @@ static int resolve(struct parse *p)
 				return -1;
 			}
 			snprintf(v->disk[n], sizeof(v->disk[n]), "%s", r->disk);
+			v->disk_line[n] = r->line;
 		}
 	}
 	for (unsigned i = 0; i < c->nvolumes; i++) {
@@ -537,8 +591,6 @@ int cfg_parse_string(const char *text, const char *name, struct cfg **out, char 
 	p->errlen = errlen;
 	snprintf(p->cfg->path, sizeof(p->cfg->path), "%s", name);
 	r = ini_parse_stream(reader, p, handler, p);
-	if (!p->failed && p->long_line)
-		fail(p, p->long_line, NULL, "line too long");
 	if (!p->failed && r > 0)
 		fail(p, r, NULL, "syntax error (expected [section] or key = value)");
 	if (!p->failed && r < 0)
@@ -661,8 +713,8 @@ int cfg_check_local(const struct cfg *cfg, unsigned n, char *err, size_t errlen)
 	if (r == 0 && access(nd->data_dir, R_OK | W_OK | X_OK) < 0)
 		r = -errno;
 	if (r) {
-		snprintf(err, errlen, "%s: [node %s] data-dir: cannot use %s: %s", cfg->path, nd->name,
-			 nd->data_dir, strerror(-r));
+		snprintf(err, errlen, "%s:%d: [node %s] data-dir: cannot use %s: %s", cfg->path,
+			 nd->data_dir_line, nd->name, nd->data_dir, strerror(-r));
 		return r;
 	}
 	snprintf(dir, sizeof(dir), "%s", nd->control);
@@ -673,8 +725,8 @@ int cfg_check_local(const struct cfg *cfg, unsigned n, char *err, size_t errlen)
 		if (r == 0 && access(dir, W_OK | X_OK) < 0)
 			r = -errno;
 		if (r) {
-			snprintf(err, errlen, "%s: [node %s] control: cannot use directory %s: %s",
-				 cfg->path, nd->name, dir, strerror(-r));
+			snprintf(err, errlen, "%s:%d: [node %s] control: cannot use directory %s: %s",
+				 cfg->path, nd->control_line, nd->name, dir, strerror(-r));
 			return r;
 		}
 	}
@@ -684,8 +736,8 @@ int cfg_check_local(const struct cfg *cfg, unsigned n, char *err, size_t errlen)
 		if (!cfg_volume_has_node(v, n) || !d[0] || strcmp(d, "ram:") == 0)
 			continue;
 		if (access(d, R_OK | W_OK) < 0 && errno != ENOENT) {
-			snprintf(err, errlen, "%s: [volume %s] disk.%s: cannot use %s: %s", cfg->path,
-				 v->name, nd->name, d, strerror(errno));
+			snprintf(err, errlen, "%s:%d: [volume %s] disk.%s: cannot use %s: %s",
+				 cfg->path, v->disk_line[n], v->name, nd->name, d, strerror(errno));
 			return -errno;
 		}
 		if (access(d, F_OK) < 0) {
@@ -695,8 +747,9 @@ int cfg_check_local(const struct cfg *cfg, unsigned n, char *err, size_t errlen)
 			if (slash)
 				*slash = '\0';
 			if (access(slash ? (dir[0] ? dir : "/") : ".", W_OK | X_OK) < 0) {
-				snprintf(err, errlen, "%s: [volume %s] disk.%s: cannot create %s: %s",
-					 cfg->path, v->name, nd->name, d, strerror(errno));
+				snprintf(err, errlen, "%s:%d: [volume %s] disk.%s: cannot create %s: %s",
+					 cfg->path, v->disk_line[n], v->name, nd->name, d,
+					 strerror(errno));
 				return -errno;
 			}
 		}

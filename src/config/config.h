@@ -7,7 +7,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CFG_NAME_MAX 64
+#define CFG_NAME_MAX 64 /* buffer size */
+#define CFG_NAME_LEN 32 /* longest node, volume or cluster name: keeps disk.NODE
+			 * within what the INI library passes through whole */
+#define CFG_LINE_MAX 190
+#define CFG_KEY_MAX 45
 #define CFG_PATH_MAX 256
 #define CFG_ADDR_MAX 96
 #define CFG_MAX_NODES 8
@@ -28,6 +32,7 @@ struct cfg_node {
 	char control[CFG_PATH_MAX];
 	char data_dir[CFG_PATH_MAX];
 	int line; /* of the section header */
+	int control_line, data_dir_line;
 };
 
 struct cfg_volume {
@@ -40,6 +45,7 @@ struct cfg_volume {
 	uint64_t resync_rate; /* bytes/s; 0 = auto */
 	enum cfg_cache cache;
 	char disk[CFG_MAX_NODES][CFG_PATH_MAX]; /* per cfg.nodes index; "" = data-dir file */
+	int disk_line[CFG_MAX_NODES];
 	int line;
 };
 

@@ -88,7 +88,7 @@ static void json_str(char *out, size_t cap, const char *s)
 {
 	/* names are restricted to [A-Za-z0-9._-], so no escaping is needed; be safe */
 	size_t j = 0;
-	for (; *s && j + 2 < cap; s++)
+	for (; *s && j + 1 < cap; s++)
 		if (*s != '"' && *s != '\\' && (unsigned char)*s >= 0x20)
 			out[j++] = *s;
 	out[j] = '\0';

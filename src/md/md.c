@@ -53,8 +53,15 @@ void md_encode(const struct md_sb *sb, uint8_t out[TANDEM_MD_SLOT_SIZE])
 
 static int name_ok(const char *n)
 {
-	/* NUL-terminated inside the field */
-	return memchr(n, '\0', TANDEM_MD_NAME_LEN) != NULL;
+	/* NUL-terminated inside the field and zero-padded, as md_encode writes it,
+	 * so that decoding is canonical (encode(decode(x)) == x). */
+	const char *z = memchr(n, '\0', TANDEM_MD_NAME_LEN);
+	if (!z)
+		return 0;
+	for (; z < n + TANDEM_MD_NAME_LEN; z++)
+		if (*z)
+			return 0;
+	return 1;
 }
 
 int md_decode(const uint8_t in[TANDEM_MD_SLOT_SIZE], struct md_sb *sb)
@@ -145,11 +152,14 @@ int md_open(const char *path, const struct md_sb *init, struct md **out)
 		if (valid[i] == 0 && (best < 0 || s[i].seq > s[best].seq))
 			best = (int)i;
 	}
-	if (best >= 0) {
+	/* A slot from a newer format means a newer Tandem wrote here; its seq
+	 * cannot be read, so the older slot may be stale. Refuse rather than
+	 * silently downgrade the file on the next write. */
+	if (newer) {
+		r = -EPROTONOSUPPORT;
+	} else if (best >= 0) {
 		md->sb = s[best];
 		md->slot = (unsigned)best;
-	} else if (newer) {
-		r = -EPROTONOSUPPORT;
 	} else if (fstat(md->fd, &st) == 0 && st.st_size == 0) {
 		md->sb = *init;
 		md->sb.seq = 0;

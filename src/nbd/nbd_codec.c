@@ -104,11 +104,28 @@ uint32_t nbd_validate_request(const struct nbd_req *r, const struct nbd_export_i
 	default:
 		return NBD_EINVAL;
 	}
+	/* The protocol asks a server that advertises FUA to accept the bit on
+	 * every command (some clients set it everywhere); it is a no-op where
+	 * it has no meaning. */
+	if (e->tflags & NBD_FLAG_SEND_FUA)
+		allowed |= NBD_CMD_FLAG_FUA;
 	if (r->flags & ~allowed)
 		return NBD_EINVAL;
 	/* The DF flag only means something with structured replies. */
 	if ((r->flags & NBD_CMD_FLAG_DF) && !e->structured)
 		return NBD_EINVAL;
+
+	/* Commands the export did not advertise are refused. */
+	if ((r->type == NBD_CMD_FLUSH && !(e->tflags & NBD_FLAG_SEND_FLUSH)) ||
+	    (r->type == NBD_CMD_TRIM && !(e->tflags & NBD_FLAG_SEND_TRIM)) ||
+	    (r->type == NBD_CMD_WRITE_ZEROES && !(e->tflags & NBD_FLAG_SEND_WRITE_ZEROES)) ||
+	    (r->type == NBD_CMD_CACHE && !(e->tflags & NBD_FLAG_SEND_CACHE)) ||
+	    ((r->type == NBD_CMD_WRITE || r->type == NBD_CMD_TRIM ||
+	      r->type == NBD_CMD_WRITE_ZEROES) && (e->tflags & NBD_FLAG_READ_ONLY)))
+		return r->type == NBD_CMD_WRITE || r->type == NBD_CMD_TRIM ||
+				       r->type == NBD_CMD_WRITE_ZEROES ?
+			       ((e->tflags & NBD_FLAG_READ_ONLY) ? NBD_EPERM : NBD_EINVAL) :
+			       NBD_EINVAL;
 
 	switch (r->type) {
 	case NBD_CMD_READ:

@@ -24,6 +24,7 @@
  */
 #include "nbd_server.h"
 
+#include <assert.h>
 #include <endian.h>
 #include <errno.h>
 #include <stdio.h>
@@ -85,7 +86,24 @@ struct nbd_server {
 	struct nbd_conn *conns;
 	unsigned nconns;
 	bool shutting_down;
+	uint64_t entered[ST_DEAD + 1]; /* transitions into each state, for tests and debugging */
 };
+
+/* The one writer of conn->state: checks the transition against the table in
+ * the header comment and counts it. */
+static void set_state(struct nbd_conn *c, enum conn_state to)
+{
+	static const bool legal[ST_DEAD + 1][ST_DEAD + 1] = {
+		[ST_CLIENT_FLAGS] = { [ST_OPT] = true, [ST_DEAD] = true },
+		[ST_OPT] = { [ST_XMIT] = true, [ST_DEAD] = true },
+		[ST_XMIT] = { [ST_DRAIN] = true, [ST_DEAD] = true },
+		[ST_DRAIN] = { [ST_XMIT] = true, [ST_DEAD] = true },
+		[ST_DEAD] = { [ST_DEAD] = true },
+	};
+	assert(legal[c->state][to]);
+	c->state = to;
+	c->srv->entered[to]++;
+}
 
 /* ---------- helpers ---------- */
 
@@ -105,7 +123,7 @@ static void conn_kill(struct nbd_conn *c, const char *why)
 		return;
 	if (why)
 		log_info("nbd: closing connection %d: %s", c->net.fd, why);
-	c->state = ST_DEAD;
+	set_state(c, ST_DEAD);
 	net_close(&c->net);
 }
 
@@ -440,7 +458,7 @@ static void on_rx_xmit(struct nbd_conn *c)
 			c->drain_left -= n;
 			if (c->drain_left)
 				return;
-			c->state = ST_XMIT;
+			set_state(c, ST_XMIT);
 			sl = c->rx_slot;
 			c->rx_slot = NULL;
 			reply(sl, sl->err);
@@ -478,7 +496,7 @@ static void on_rx_xmit(struct nbd_conn *c)
 				/* Drain the payload so that the stream stays framed (N2). */
 				c->rx_slot = sl;
 				c->drain_left = r.length;
-				c->state = ST_DRAIN;
+				set_state(c, ST_DRAIN);
 				continue;
 			}
 			c->rx_slot = sl;
@@ -520,7 +538,7 @@ static void enter_xmit(struct nbd_conn *c, struct vol *v)
 	c->info.tflags = tflags(c);
 	c->info.structured = c->structured;
 	c->info.meta_allocation = c->meta_alloc;
-	c->state = ST_XMIT;
+	set_state(c, ST_XMIT);
 	log_debug("nbd: connection %d serves %s", c->net.fd, v->name);
 }
 
@@ -747,7 +765,7 @@ static void on_rx_handshake(struct nbd_conn *c)
 				return;
 			}
 			c->no_zeroes = fl & NBD_FLAG_C_NO_ZEROES;
-			c->state = ST_OPT;
+			set_state(c, ST_OPT);
 		} else {
 			uint64_t magic;
 			uint32_t opt, len;
@@ -791,7 +809,7 @@ static void on_closed(struct net_conn *nc)
 {
 	struct nbd_conn *c = container_of(nc, struct nbd_conn, net);
 
-	c->state = ST_DEAD;
+	set_state(c, ST_DEAD);
 	c->net_closed = true;
 	if (c->rx_slot) {
 		/* A WRITE whose payload never fully arrived is never replied to. */

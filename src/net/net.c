@@ -71,10 +71,21 @@ int net_listen(struct net_listener *l, struct ev_loop *ev, const char *addr,
 	if (fd < 0)
 		return -errno;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&ss, len) < 0) {
+	/* A daemon killed a moment ago may still hold its listener: the kernel
+	 * tears an io_uring down asynchronously, and the socket it references
+	 * stays in LISTEN until then. Wait a bounded time rather than fail a
+	 * restart; a live process holding the port still fails after 5 s. */
+	for (int tries = 0;; tries++) {
+		if (bind(fd, (struct sockaddr *)&ss, len) == 0)
+			break;
 		r = -errno;
-		close(fd);
-		return r;
+		if (r != -EADDRINUSE || tries == 50) {
+			close(fd);
+			return r;
+		}
+		if (tries == 0)
+			log_info("%s is busy; waiting up to 5 s for it to be released", addr);
+		usleep(100000);
 	}
 	return listen_fd(l, ev, fd, on_accept);
 }

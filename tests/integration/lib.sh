@@ -1,0 +1,238 @@
+# shellcheck shell=bash
+# Sourced by every integration test: a private temp dir, a one-node config on
+# free loopback ports, start/stop of tandemd with readiness by polling
+# `tandemctl ping`, and cleanup of only the pids this test started.
+# It must never touch processes it did not start (no pkill/killall) and never
+# send traffic anywhere but 127.0.0.1.
+set -euo pipefail
+
+# Binaries under test; relative paths are taken from the repository root so
+# that a test can be run from anywhere.
+_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BIN=${TANDEM_BUILD:-build}
+case $BIN in /*) ;; *) BIN=$_root/$BIN ;; esac
+BIN=$(cd "$BIN" && pwd)
+export BIN
+
+# Only the sanitized daemon reads these; a leak or UB report must end the
+# process with a status stop_node can see.
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:exitcode=66
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+
+TEST_NAME=$(basename "$0" .sh)
+T=$(mktemp -d "${TMPDIR:-/tmp}/tandem-it-$TEST_NAME.XXXXXX")
+export T
+# Clients that drop files in the working directory (fio's verify state) do
+# it here, never in the source tree.
+cd "$T"
+PIDS=()      # every background pid this test started
+NODE_PID=""  # the running tandemd, if any
+
+log() { printf '%s: %s\n' "$TEST_NAME" "$*" >&2; }
+
+fail()
+{
+	printf 'FAIL: %s\n' "$*" >&2
+	exit 1
+}
+
+# Exit 77 (skip) when a client the scenario needs is not installed.
+need()
+{
+	local c
+	for c in "$@"; do
+		if ! command -v "$c" >/dev/null 2>&1; then
+			echo "SKIP: $c is not installed" >&2
+			exit 77
+		fi
+	done
+}
+
+# Records a background pid for cleanup: `some_client & track $!`.
+track() { PIDS+=("$1"); }
+
+# True while PID runs. kill -0 alone also succeeds on an unreaped zombie,
+# which is exactly what a crashed child of this shell looks like.
+alive()
+{
+	local st
+	st=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	st=${st##*) }
+	[ "${st%% *}" != Z ]
+}
+
+_cleanup()
+{
+	local rc=$? p i
+	set +e
+	trap - EXIT TERM INT
+	for p in "${PIDS[@]}"; do
+		alive "$p" && kill -TERM "$p" 2>/dev/null
+	done
+	for p in "${PIDS[@]}"; do
+		# A few seconds to exit cleanly, then SIGKILL.
+		for ((i = 0; i < 50; i++)); do
+			alive "$p" || break
+			sleep 0.1
+		done
+		alive "$p" && kill -KILL "$p" 2>/dev/null
+		wait "$p" 2>/dev/null
+	done
+	if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ] && [ -s "$T/a.log" ]; then
+		echo "--- tail of $T/a.log ---" >&2
+		tail -n 40 "$T/a.log" >&2
+	fi
+	rm -rf "$T"
+	exit "$rc"
+}
+trap _cleanup EXIT
+# timeout(1) sends SIGTERM; turn it into an exit so the EXIT trap still runs.
+trap 'exit 143' TERM
+trap 'exit 130' INT
+
+free_port()
+{
+	python3 -c 'import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])
+s.close()'
+}
+
+# write_config FILE [LINE...]: a one-node cluster on free ports; the extra
+# lines land in the [volume vol0] section.
+write_config()
+{
+	local file=$1 line
+	shift
+	NBD_PORT=$(free_port)
+	{
+		echo "[cluster]"
+		echo "name = it"
+		echo "secret = test-secret"
+		echo
+		echo "[node a]"
+		echo "nbd = 127.0.0.1:$NBD_PORT"
+		echo "control = $T/a.sock"
+		echo "data-dir = $T/a"
+		echo
+		echo "[volume vol0]"
+		echo "size = ${VOL_SIZE:-256M}"
+		echo "nodes = a"
+		for line in "$@"; do
+			echo "$line"
+		done
+	} >"$file"
+	CFG=$file
+	NBD_URI=nbd://127.0.0.1:$NBD_PORT/vol0
+	export CFG NBD_PORT NBD_URI
+}
+
+ctl() { "$BIN/tandemctl" -c "$CFG" -n a "$@"; }
+
+start_node()
+{
+	local i
+	[ -n "${CFG:-}" ] || fail "start_node: write_config first"
+	echo "=== start $(date +%T.%N)" >>"$T/a.log"
+	"$BIN/tandemd" -c "$CFG" -n a -f >>"$T/a.log" 2>&1 &
+	NODE_PID=$!
+	track "$NODE_PID"
+	# Ready when the control socket answers: no fixed sleep.
+	for ((i = 0; i < 200; i++)); do
+		if ! alive "$NODE_PID"; then
+			cat "$T/a.log" >&2
+			fail "tandemd exited during startup"
+		fi
+		ctl ping >/dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	cat "$T/a.log" >&2
+	fail "tandemd did not answer ping within 20 s"
+}
+
+# Fails unless the daemon log is free of sanitizer reports.
+check_log()
+{
+	if grep -qE 'AddressSanitizer|runtime error:|LeakSanitizer' "$T/a.log"; then
+		cat "$T/a.log" >&2
+		fail "sanitizer report in the tandemd log"
+	fi
+}
+
+_forget_node()
+{
+	local p keep=()
+	for p in "${PIDS[@]}"; do
+		[ "$p" = "$NODE_PID" ] || keep+=("$p")
+	done
+	PIDS=("${keep[@]}")
+	NODE_PID=""
+}
+
+stop_node()
+{
+	local i rc=0
+	[ -n "$NODE_PID" ] || fail "stop_node: no node running"
+	kill -TERM "$NODE_PID" 2>/dev/null || true
+	for ((i = 0; i < 300; i++)); do
+		alive "$NODE_PID" || break
+		sleep 0.1
+	done
+	alive "$NODE_PID" && fail "tandemd did not exit within 30 s of SIGTERM"
+	wait "$NODE_PID" || rc=$?
+	_forget_node
+	if [ "$rc" -ne 0 ]; then
+		cat "$T/a.log" >&2
+		fail "tandemd exited with status $rc after SIGTERM"
+	fi
+	check_log
+}
+
+# A crash: SIGKILL, no chance to flush or mark anything clean.
+# The kernel tears a dead process's io_uring down asynchronously, and the
+# listening sockets with it: for some ms after the process is reaped the NBD
+# port still LISTENs and the control socket still accepts. Wait (polling, up
+# to 10 s) until both are released, as a supervisor's restart delay would.
+kill_node()
+{
+	[ -n "$NODE_PID" ] || fail "kill_node: no node running"
+	kill -KILL "$NODE_PID"
+	wait "$NODE_PID" 2>/dev/null || true
+	_forget_node
+	python3 - "$NBD_PORT" "$T/a.sock" <<'EOF' || fail "the killed node's sockets were not released within 10 s"
+import socket, sys, time
+port, path = int(sys.argv[1]), sys.argv[2]
+def released():
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind(("127.0.0.1", port))
+        s.listen()
+    except OSError:
+        return False
+    finally:
+        s.close()
+    u = socket.socket(socket.AF_UNIX)
+    try:
+        u.connect(path)
+        return False
+    except OSError:
+        return True
+    finally:
+        u.close()
+deadline = time.time() + 10
+while not released():
+    if time.time() > deadline:
+        sys.exit(1)
+    time.sleep(0.01)
+EOF
+}
+
+# The node still runs and a fresh client still gets the export.
+check_alive()
+{
+	alive "$NODE_PID" || fail "tandemd died${1:+ after: $1}"
+	nbdinfo "$NBD_URI" >/dev/null 2>"$T/nbdinfo.err" ||
+		fail "nbdinfo failed${1:+ after: $1}: $(cat "$T/nbdinfo.err")"
+}
