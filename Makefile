@@ -2,6 +2,7 @@
 # `make test` runs unit and integration tests on the normal build and again on an
 # ASan+UBSan build (build/asan/); `make run` starts the demo cluster.
 
+SHELL := /bin/bash
 PREFIX ?= /usr/local
 CC ?= cc
 SAN ?= 0
