@@ -34,6 +34,8 @@ struct bs_io {
 	uint64_t done; /* bytes completed so far (short transfers resume) */
 	struct bs *bs;
 	void (*cb)(struct bs_io *io, int res); /* res: 0 or -errno */
+	struct ev_deferred defer; /* completion of a request a store did at once */
+	int sync_res;
 };
 
 #define BS_EXT_HOLE 1u
