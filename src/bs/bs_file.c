@@ -81,6 +81,11 @@ static void file_issue(struct bs_file *f, struct bs_io *io)
 	switch (io->type) {
 	case BS_READ:
 		io_uring_prep_read(sqe, f->fd, (char *)io->buf + io->done, (unsigned)left, off);
+		/* A large read from the page cache is a memory copy that io_uring
+		 * would do inline, on the loop's own core; a worker thread does it
+		 * on another core while the loop sends the previous replies. */
+		if (!f->bs.direct && left >= SYNC_MAX)
+			sqe->flags |= IOSQE_ASYNC;
 		break;
 	case BS_WRITE:
 		io_uring_prep_write(sqe, f->fd, (char *)io->buf + io->done, (unsigned)left, off);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/list.h"
 #include "../common/log.h"
 #include "../common/util.h"
 #include "../net/net.h"
@@ -22,7 +23,7 @@ struct ctl_conn {
 	size_t len, cap;
 	bool answered, tx_busy, net_closed;
 	struct ev_deferred reap;
-	struct ctl_conn *next, *prev;
+	struct list link; /* in server->conns */
 };
 
 struct ctl_server {
@@ -30,7 +31,7 @@ struct ctl_server {
 	struct net_listener lis;
 	struct ctl_info info;
 	char path[256];
-	struct ctl_conn *conns;
+	struct list conns;
 	unsigned nconns;
 };
 
@@ -283,12 +284,7 @@ static void reap(struct ev_deferred *d)
 
 	if (c->tx_busy || !c->net_closed)
 		return;
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		s->conns = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
+	list_del(&c->link);
 	s->nconns--;
 	net_conn_destroy(&c->net);
 	free(c->out);
@@ -320,10 +316,7 @@ static void on_accept(struct net_listener *l, int fd)
 	c->cap = 4096;
 	c->srv = s;
 	c->reap.fn = reap;
-	c->next = s->conns;
-	if (s->conns)
-		s->conns->prev = c;
-	s->conns = c;
+	list_add(&s->conns, &c->link);
 	s->nconns++;
 }
 
@@ -336,6 +329,7 @@ int ctl_server_new(struct ev_loop *ev, const char *path, const struct ctl_info *
 	if (!s)
 		return -ENOMEM;
 	s->ev = ev;
+	list_init(&s->conns);
 	s->info = *info;
 	snprintf(s->path, sizeof(s->path), "%s", path);
 	r = net_listen_unix(&s->lis, ev, path, on_accept);
@@ -349,10 +343,12 @@ int ctl_server_new(struct ev_loop *ev, const char *path, const struct ctl_info *
 
 void ctl_server_shutdown(struct ctl_server *s)
 {
+	struct list *pos, *tmp;
+
 	net_listener_close(&s->lis);
 	unlink(s->path);
-	for (struct ctl_conn *c = s->conns; c; c = c->next)
-		net_close(&c->net);
+	list_for_each_safe(pos, tmp, &s->conns)
+		net_close(&container_of(pos, struct ctl_conn, link)->net);
 }
 
 unsigned ctl_server_conns(const struct ctl_server *s)

@@ -32,6 +32,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/list.h"
 #include "../common/log.h"
 #include "../common/util.h"
 #include "../net/net.h"
@@ -75,7 +76,7 @@ struct nbd_conn {
 	unsigned refs;
 	bool net_closed, disc;
 	struct ev_deferred resume, reap;
-	struct nbd_conn *next, *prev;
+	struct list link; /* in server->conns */
 };
 
 struct nbd_server {
@@ -83,7 +84,7 @@ struct nbd_server {
 	struct net_listener lis;
 	struct vol **vols;
 	unsigned nvols;
-	struct nbd_conn *conns;
+	struct list conns;
 	unsigned nconns;
 	bool shutting_down;
 	uint64_t entered[ST_DEAD + 1]; /* transitions into each state, for tests and debugging */
@@ -140,12 +141,7 @@ static void conn_reap(struct ev_deferred *d)
 		free(sl->buf);
 		free(sl);
 	}
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		s->conns = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
+	list_del(&c->link);
 	s->nconns--;
 	net_conn_destroy(&c->net);
 	free(c);
@@ -848,10 +844,7 @@ static void on_accept(struct net_listener *l, int fd)
 	c->state = ST_CLIENT_FLAGS;
 	c->resume.fn = conn_resume;
 	c->reap.fn = conn_reap;
-	c->next = s->conns;
-	if (s->conns)
-		s->conns->prev = c;
-	s->conns = c;
+	list_add(&s->conns, &c->link);
 	s->nconns++;
 	if (net_conn_init(&c->net, s->ev, fd, RXBUF, &nbd_net_ops)) {
 		close(fd);
@@ -884,6 +877,7 @@ int nbd_server_new(struct ev_loop *ev, const char *addr, struct vol **vols, unsi
 	if (!s)
 		return -ENOMEM;
 	s->ev = ev;
+	list_init(&s->conns);
 	s->vols = vols;
 	s->nvols = nvols;
 	r = net_listen(&s->lis, ev, addr, on_accept);
@@ -897,10 +891,13 @@ int nbd_server_new(struct ev_loop *ev, const char *addr, struct vol **vols, unsi
 
 void nbd_server_shutdown(struct nbd_server *s)
 {
+	struct list *pos, *tmp;
+
 	s->shutting_down = true;
 	net_listener_close(&s->lis);
-	for (struct nbd_conn *c = s->conns; c; c = c->next)
-		conn_kill(c, NULL);
+
+	list_for_each_safe(pos, tmp, &s->conns)
+		conn_kill(container_of(pos, struct nbd_conn, link), NULL);
 }
 
 unsigned nbd_server_conns(const struct nbd_server *s)
