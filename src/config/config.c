@@ -235,7 +235,7 @@ static int add_ref(struct parse *p, const char *key, const char *node, const cha
 /* Key tables: a bit per key detects duplicates within a section. */
 static const char *const cluster_keys[] = { "name", "secret", "witness", NULL };
 static const char *const node_keys[] = { "replication", "iscsi", "nbd", "control",
-					 "data-dir", "metrics", NULL };
+					 "data-dir", "metrics", "busy-poll", NULL };
 static const char *const volume_keys[] = { "size", "nodes", "replication", "async-backlog",
 					   "resync-rate", "cache", NULL };
 
@@ -284,6 +284,7 @@ static int begin_section(struct parse *p, const char *section)
 		p->idx = (int)p->cfg->nnodes++;
 		nd = &p->cfg->nodes[p->idx];
 		snprintf(nd->name, sizeof(nd->name), "%s", name);
+		nd->busy_poll_us = CFG_BUSY_POLL_DEFAULT;
 		nd->line = p->line;
 		return 0;
 	}
@@ -345,6 +346,19 @@ static int handle_node(struct parse *p, const char *key, const char *val)
 		return set_addr(p, key, val, n->nbd);
 	if (strcmp(key, "metrics") == 0)
 		return set_addr(p, key, val, n->metrics);
+	if (strcmp(key, "busy-poll") == 0) {
+		char *end;
+		unsigned long us;
+		errno = 0;
+		us = strtoul(val, &end, 10);
+		if (val[0] < '0' || val[0] > '9' || errno || *end || us > CFG_BUSY_POLL_MAX) {
+			fail(p, p->line, key, "'%s' is not a number of microseconds from 0 to %d", val,
+			     CFG_BUSY_POLL_MAX);
+			return -1;
+		}
+		n->busy_poll_us = (unsigned)us;
+		return 0;
+	}
 	if (strcmp(key, "control") == 0 || strcmp(key, "data-dir") == 0) {
 		char *dst = key[0] == 'c' ? n->control : n->data_dir;
 		*(key[0] == 'c' ? &n->control_line : &n->data_dir_line) = p->line;

@@ -12,6 +12,8 @@
 			 * within what the INI library passes through whole */
 #define CFG_LINE_MAX 190
 #define CFG_KEY_MAX 45
+#define CFG_BUSY_POLL_DEFAULT 50 /* microseconds */
+#define CFG_BUSY_POLL_MAX 10000
 #define CFG_PATH_MAX 256
 #define CFG_ADDR_MAX 96
 #define CFG_MAX_NODES 8
@@ -33,6 +35,7 @@ struct cfg_node {
 	char data_dir[CFG_PATH_MAX];
 	int line; /* of the section header */
 	int control_line, data_dir_line;
+	unsigned busy_poll_us; /* event loop polling window; 0 = sleep at once */
 };
 
 struct cfg_volume {

@@ -239,6 +239,7 @@ int main(int argc, char **argv)
 		r = -EIO;
 		goto out;
 	}
+	ev_set_busy_poll(n.ev, (uint64_t)n.cfg->nodes[n.self].busy_poll_us * 1000);
 	n.sig_op.cb = sig_cb;
 	sig_arm(&n);
 	err[0] = '\0';

@@ -48,6 +48,9 @@ void ev_timer_cancel(struct ev_loop *ev, struct ev_timer *t);
 /* Monotonic time sampled when the current pass began. */
 uint64_t ev_now(const struct ev_loop *ev);
 
+/* Poll up to ns for completions after a busy pass before sleeping; 0: never. */
+void ev_set_busy_poll(struct ev_loop *ev, uint64_t ns);
+
 int ev_run(struct ev_loop *ev); /* until ev_stop(); returns 0 or -errno */
 void ev_stop(struct ev_loop *ev);
 /* Runs one pass, waiting at most timeout_ns (0: poll). For tests. */

@@ -595,6 +595,27 @@ static void test_err_long_line(void **state)
 	expect_error(t, 4, NULL, NULL);
 }
 
+/* busy-poll: microseconds, 50 by default, 0 turns polling off. */
+static void test_busy_poll(void **state)
+{
+	struct cfg *c;
+	(void)state;
+
+	c = parse_ok(HEAD VOL);
+	assert_int_equal(c->nodes[0].busy_poll_us, 50);
+	cfg_free(c);
+	c = parse_ok("[cluster]\nname = x\n[node a]\ncontrol = /tmp/t/a.sock\n"
+		     "data-dir = /tmp/t/a\nbusy-poll = 0\n");
+	assert_int_equal(c->nodes[0].busy_poll_us, 0);
+	cfg_free(c);
+	expect_error("[cluster]\nname = x\n[node a]\ncontrol = /tmp/t/a.sock\n"
+		     "data-dir = /tmp/t/a\nbusy-poll = 20000\n",
+		     6, "busy-poll", "microseconds");
+	expect_error("[cluster]\nname = x\n[node a]\ncontrol = /tmp/t/a.sock\n"
+		     "busy-poll = 5us\ndata-dir = /tmp/t/a\n",
+		     5, "busy-poll", "microseconds");
+}
+
 static void test_err_bad_names(void **state)
 {
 	char t[1024];
@@ -708,6 +729,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_spec_example),
 		cmocka_unit_test(test_one_node),
+		cmocka_unit_test(test_busy_poll),
 		cmocka_unit_test(test_sizes),
 		cmocka_unit_test(test_comments),
 		cmocka_unit_test(test_err_unknown_key),
