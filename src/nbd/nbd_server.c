@@ -11,7 +11,8 @@
  *   CLIENT_FLAGS -> OPT            [on_rx_handshake: flags accepted]
  *   OPT -> XMIT                    [opt_go / opt_export_name: export chosen]
  *   XMIT -> DRAIN -> XMIT          [on_rx_xmit: rejected WRITE with payload]
- *   any -> DEAD                    [conn_kill: protocol error, DISC, EOF, shutdown]
+ *   any -> DEAD                    [conn_kill: protocol error, DISC, shutdown;
+ *                                   on_closed: EOF or reset from the client]
  * Invariants:
  *   N1. Each request gets exactly one reply, sent after its I/O completed.
  *   N2. Bytes from the client are validated (nbd_codec) before any state or
