@@ -28,7 +28,8 @@ static void usage(FILE *f)
 		"  events\n");
 }
 
-/* One request, one reply. Returns 0 ok, 1 error reply, -errno when unreachable. */
+/* One request, one reply. Returns 0 ok, 1 error reply, 3 "wait" reply (not yet),
+ * -errno when unreachable. */
 static int call(const char *path, const char *line, int quiet)
 {
 	struct sockaddr_un sun;
@@ -76,6 +77,10 @@ static int call(const char *path, const char *line, int quiet)
 		if (!quiet)
 			fprintf(stderr, "tandemctl: %s\n", buf + strlen(CTL_REPLY_ERROR) + 1);
 		status = 1;
+	} else if (strncmp(buf, CTL_REPLY_WAIT " ", strlen(CTL_REPLY_WAIT) + 1) == 0) {
+		if (!quiet)
+			fprintf(stderr, "tandemctl: %s\n", buf + strlen(CTL_REPLY_WAIT) + 1);
+		status = 3;
 	}
 	if (!quiet)
 		fwrite(nl + 1, 1, len - (size_t)(nl + 1 - buf), stdout);
@@ -147,6 +152,10 @@ int main(int argc, char **argv)
 	line[len++] = '\n';
 	line[len] = '\0';
 
+	if (strcmp(argv[optind], "wait-sync") == 0 && argc - optind < 2) {
+		usage(stderr);
+		return 2;
+	}
 	if (strcmp(argv[optind], "wait-sync") == 0) {
 		struct timespec t0, t;
 		clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -155,6 +164,11 @@ int main(int argc, char **argv)
 			if (r == 0)
 				return 0;
 			clock_gettime(CLOCK_MONOTONIC, &t);
+			/* Retry only "not yet" and a node that is (re)starting. */
+			if (r == 1) {
+				call(sock, line, 0);
+				return 1;
+			}
 			if (r < 0 && r != -ECONNREFUSED && r != -ENOENT)
 				break;
 			if (timeout >= 0 && (double)(t.tv_sec - t0.tv_sec) +
@@ -162,8 +176,7 @@ int main(int argc, char **argv)
 						    timeout) {
 				if (r > 0)
 					call(sock, line, 0);
-				else
-					fprintf(stderr, "tandemctl: timed out\n");
+				fprintf(stderr, "tandemctl: timed out\n");
 				return 1;
 			}
 			usleep(100000);
@@ -176,5 +189,5 @@ int main(int argc, char **argv)
 			sock, strerror(-r));
 		return 1;
 	}
-	return r;
+	return r ? 1 : 0;
 }

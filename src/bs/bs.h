@@ -22,6 +22,7 @@ enum bs_op {
 #define BS_F_FUA (1u << 0)     /* WRITE/ZERO: durable before completion */
 #define BS_F_MAY_TRIM (1u << 1) /* ZERO: may deallocate */
 #define BS_F_FAST (1u << 2)    /* ZERO: fail with -ENOTSUP rather than write zeros slowly */
+#define BS_F_NOSYNC (1u << 3)  /* never complete at once (long internal chains) */
 
 /* One request. The submitter owns it until cb runs; cb runs from the event
  * loop, never from inside submit. */

@@ -72,9 +72,13 @@ static void file_issue(struct bs_file *f, struct bs_io *io)
 {
 	struct io_uring_sqe *sqe;
 	uint64_t off = io->off + io->done;
-	/* One SQE moves at most 1 GiB (its length field is 32 bits); the rest
-	 * follows as a resumed short transfer. */
-	uint64_t left = MIN(io->len - io->done, (uint64_t)1 << 30);
+	/* A read or write SQE moves at most 1 GiB (its length is 32 bits); the
+	 * rest follows as a resumed short transfer. fallocate takes 64 bits and
+	 * is never split (it does not resume). */
+	uint64_t left = io->len - io->done;
+
+	if (io->type == BS_READ || io->type == BS_WRITE)
+		left = MIN(left, (uint64_t)1 << 30);
 
 	io->op.cb = file_cb;
 	sqe = ev_sqe(f->bs.ev, &io->op);
@@ -133,7 +137,7 @@ static bool file_try_sync(struct bs_file *f, struct bs_io *io)
 {
 	ssize_t n;
 
-	if (f->bs.direct || io->len > SYNC_MAX)
+	if (f->bs.direct || io->len > SYNC_MAX || (io->flags & BS_F_NOSYNC))
 		return false;
 	if (io->type == BS_READ) {
 		struct iovec iov = { .iov_base = io->buf, .iov_len = io->len };

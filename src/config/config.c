@@ -560,6 +560,37 @@ static int resolve(struct parse *p)
 			v->disk_line[n] = r->line;
 		}
 	}
+	/* Two volumes on one node must never share a backing file or device
+	 * (explicit disk.N against each other and against the data-dir files). */
+	for (unsigned i = 0; i < c->nvolumes; i++) {
+		struct cfg_volume *v = &c->volumes[i];
+		for (unsigned n = 0; n < c->nnodes; n++) {
+			char mine[CFG_PATH_MAX + CFG_NAME_MAX + 8];
+			if (!v->disk[n][0] || strcmp(v->disk[n], "ram:") == 0)
+				continue;
+			snprintf(mine, sizeof(mine), "%s", v->disk[n]);
+			for (unsigned j = 0; j < c->nvolumes; j++) {
+				const struct cfg_volume *o = &c->volumes[j];
+				char theirs[CFG_PATH_MAX + CFG_NAME_MAX + 8];
+				if (j == i || !cfg_volume_has_node(o, n))
+					continue;
+				if (o->disk[n][0])
+					snprintf(theirs, sizeof(theirs), "%s", o->disk[n]);
+				else
+					snprintf(theirs, sizeof(theirs), "%s/%s.img",
+						 c->nodes[n].data_dir, o->name);
+				if (strcmp(mine, theirs) == 0) {
+					char key[CFG_NAME_MAX + 8];
+					snprintf(key, sizeof(key), "disk.%s", c->nodes[n].name);
+					snprintf(p->section, sizeof(p->section), "volume %s", v->name);
+					fail(p, v->disk_line[n], key,
+					     "%s is also the disk of volume %s on node %s", mine,
+					     o->name, c->nodes[n].name);
+					return -1;
+				}
+			}
+		}
+	}
 	for (unsigned i = 0; i < c->nvolumes; i++) {
 		struct cfg_volume *v = &c->volumes[i];
 		snprintf(p->section, sizeof(p->section), "volume %s", v->name);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../common/list.h"
@@ -211,8 +212,10 @@ static void run_command(struct ctl_conn *c, int argc, char **argv)
 		/* A volume on one node is in sync whenever its disk is up to date. */
 		if (v->disk == VOL_UPTODATE)
 			out_add(c, "ok\n");
-		else
+		else if (v->disk == VOL_FAILED || v->disk == VOL_DISKLESS)
 			out_add(c, "error volume %s is %s\n", v->name, vol_disk_name(v->disk));
+		else
+			out_add(c, "wait volume %s is %s\n", v->name, vol_disk_name(v->disk));
 	} else if (strcmp(cmd, "primary") == 0 || strcmp(cmd, "secondary") == 0 ||
 		   strcmp(cmd, "connect") == 0 || strcmp(cmd, "disconnect") == 0 ||
 		   strcmp(cmd, "verify") == 0 || strcmp(cmd, "invalidate") == 0 ||
@@ -344,9 +347,11 @@ int ctl_server_new(struct ev_loop *ev, const char *path, const struct ctl_info *
 void ctl_server_shutdown(struct ctl_server *s)
 {
 	struct list *pos, *tmp;
+	struct stat st;
 
 	net_listener_close(&s->lis);
-	unlink(s->path);
+	if (lstat(s->path, &st) == 0 && S_ISSOCK(st.st_mode))
+		unlink(s->path);
 	list_for_each_safe(pos, tmp, &s->conns)
 		net_close(&container_of(pos, struct ctl_conn, link)->net);
 }

@@ -120,10 +120,19 @@ static void stop(struct node *n)
 		nbd_server_shutdown(n->nbd);
 	if (n->ctl)
 		ctl_server_shutdown(n->ctl);
-	/* In-flight requests complete and their replies go out (or fail) first. */
+	uint64_t grace = now_ns() + 2ull * 1000000000ull;
+
+	/* In-flight requests complete and their replies go out first; clients
+	 * that do not read them get 2 s before their connections are cut. */
 	while (((n->nbd && nbd_server_conns(n->nbd)) || (n->ctl && ctl_server_conns(n->ctl))) &&
-	       now_ns() < deadline)
+	       now_ns() < deadline) {
+		if (grace && now_ns() > grace) {
+			if (n->nbd)
+				nbd_server_abort(n->nbd);
+			grace = 0;
+		}
 		ev_run_once(n->ev, 100ull * 1000000ull);
+	}
 	for (unsigned i = 0; i < n->nvols; i++) {
 		while (n->vols[i]->inflight && now_ns() < deadline)
 			ev_run_once(n->ev, 100ull * 1000000ull);
@@ -162,6 +171,18 @@ static int daemonize(int *ready_fd)
 	}
 	close(p[0]);
 	setsid();
+	/* Detach from the caller's terminal and pipes (so `$(tandemd ...)`
+	 * returns); errors go to syslog from here on. */
+	{
+		int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+		if (nul >= 0) {
+			dup2(nul, 0);
+			dup2(nul, 1);
+			dup2(nul, 2);
+			if (nul > 2)
+				close(nul);
+		}
+	}
 	*ready_fd = p[1];
 	return 0;
 }

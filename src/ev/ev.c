@@ -84,6 +84,19 @@ void ev_defer(struct ev_loop *ev, struct ev_deferred *d)
 	ev->deferred = d;
 }
 
+void ev_undefer(struct ev_loop *ev, struct ev_deferred *d)
+{
+	if (!d->queued)
+		return;
+	for (struct ev_deferred **pp = &ev->deferred; *pp; pp = &(*pp)->next) {
+		if (*pp == d) {
+			*pp = d->next;
+			break;
+		}
+	}
+	d->queued = false;
+}
+
 void ev_timer_cancel(struct ev_loop *ev, struct ev_timer *t)
 {
 	if (!t->armed)

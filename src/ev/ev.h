@@ -42,6 +42,8 @@ void ev_free(struct ev_loop *ev); /* NULL is a no-op */
 /* Returns an SQE whose user_data is op; never NULL (submits to make room). */
 struct io_uring_sqe *ev_sqe(struct ev_loop *ev, struct ev_op *op);
 void ev_defer(struct ev_loop *ev, struct ev_deferred *d);
+/* Removes d from the deferred list if queued; call before freeing its owner. */
+void ev_undefer(struct ev_loop *ev, struct ev_deferred *d);
 void ev_timer_arm(struct ev_loop *ev, struct ev_timer *t, uint64_t delay_ns);
 void ev_timer_cancel(struct ev_loop *ev, struct ev_timer *t);
 

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -127,6 +128,41 @@ int md_write(struct md *md)
 	return r;
 }
 
+/* True when both slots read as zeros: a file whose creation was cut short
+ * before its first superblock reached the disk, which is safe to initialize. */
+static bool all_zero(int fd)
+{
+	static const uint8_t zero[TANDEM_MD_SLOT_SIZE];
+	uint8_t buf[TANDEM_MD_SLOT_SIZE];
+
+	for (unsigned i = 0; i < TANDEM_MD_SLOTS; i++) {
+		ssize_t n = pread(fd, buf, sizeof(buf), (off_t)i * TANDEM_MD_SLOT_SIZE);
+		if (n < 0 || (n > 0 && memcmp(buf, zero, (size_t)n)))
+			return false;
+	}
+	return true;
+}
+
+/* Makes a newly created file's directory entry durable. */
+static int sync_dir_of(const char *path)
+{
+	char dir[4096];
+	const char *slash = strrchr(path, '/');
+	int fd, r = 0;
+
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else
+		snprintf(dir, sizeof(dir), "%.*s", (int)(slash == path ? 1 : slash - path), path);
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) < 0)
+		r = -errno;
+	close(fd);
+	return r;
+}
+
 int md_open(const char *path, const struct md_sb *init, struct md **out)
 {
 	struct md *md;
@@ -160,7 +196,7 @@ int md_open(const char *path, const struct md_sb *init, struct md **out)
 	} else if (best >= 0) {
 		md->sb = s[best];
 		md->slot = (unsigned)best;
-	} else if (fstat(md->fd, &st) == 0 && st.st_size == 0) {
+	} else if (fstat(md->fd, &st) == 0 && (st.st_size == 0 || all_zero(md->fd))) {
 		md->sb = *init;
 		md->sb.seq = 0;
 		md->sb.bm_offset = TANDEM_MD_BITMAP_OFFSET;
@@ -173,6 +209,10 @@ int md_open(const char *path, const struct md_sb *init, struct md **out)
 			r = md_write(md);
 		if (!r && ftruncate(md->fd, (off_t)(TANDEM_MD_BITMAP_OFFSET + md->sb.bm_bytes)) < 0)
 			r = -errno;
+		if (!r && fdatasync(md->fd) < 0)
+			r = -errno;
+		if (!r)
+			r = sync_dir_of(path);
 		md->created = true;
 	} else {
 		r = -EUCLEAN;

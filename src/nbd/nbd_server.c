@@ -44,6 +44,7 @@
 #define MAX_BYTES (64u * 1024 * 1024)
 #define MAX_EXTENTS 512
 #define KEEP_BUF (2u * 1024 * 1024) /* larger request buffers are not cached */
+#define MAX_CACHED (16u * 1024 * 1024) /* buffers kept on free slots, per connection */
 
 enum conn_state { ST_CLIENT_FLAGS, ST_OPT, ST_XMIT, ST_DRAIN, ST_DEAD };
 
@@ -73,7 +74,8 @@ struct nbd_conn {
 	struct nbd_slot *rx_slot;   /* WRITE whose payload is arriving / draining */
 	struct nbd_slot *free_slots;
 	unsigned nslots, busy;
-	size_t bytes_busy;
+	size_t bytes_busy;   /* buffers of busy slots (N4) */
+	size_t bytes_cached; /* buffers kept on free slots (N4) */
 	unsigned refs;
 	bool net_closed, disc;
 	struct ev_deferred resume, reap;
@@ -137,6 +139,7 @@ static void conn_reap(struct ev_deferred *d)
 
 	if (!c->net_closed || c->refs)
 		return;
+	ev_undefer(s->ev, &c->resume);
 	while ((sl = c->free_slots)) {
 		c->free_slots = sl->next_free;
 		free(sl->buf);
@@ -222,6 +225,7 @@ static struct nbd_slot *slot_get(struct nbd_conn *c)
 
 	if (sl) {
 		c->free_slots = sl->next_free;
+		c->bytes_cached -= sl->cap;
 	} else {
 		if (c->nslots >= MAX_SLOTS)
 			return NULL;
@@ -253,11 +257,12 @@ static void slot_put(struct nbd_slot *sl)
 	c->busy--;
 	c->bytes_busy -= sl->charged;
 	sl->charged = 0;
-	if (sl->cap > KEEP_BUF) {
+	if (sl->cap > KEEP_BUF || c->bytes_cached + sl->cap > MAX_CACHED) {
 		free(sl->buf);
 		sl->buf = NULL;
 		sl->cap = 0;
 	}
+	c->bytes_cached += sl->cap;
 	sl->next_free = c->free_slots;
 	c->free_slots = sl;
 	if (c->disc && c->busy == 0)
@@ -480,7 +485,8 @@ static void on_rx_xmit(struct nbd_conn *c)
 		net_rx_consume(nc, sizeof(struct nbd_request));
 		sl->req = r;
 		sl->err = err;
-		if (r.type == NBD_CMD_DISC && !err) {
+		/* DISC is never replied to, even when malformed. */
+		if (r.type == NBD_CMD_DISC) {
 			c->disc = true;
 			net_rx_pause(nc);
 			slot_put(sl);
@@ -610,9 +616,17 @@ static void opt_go(struct nbd_conn *c, uint32_t opt, const uint8_t *data, uint32
 		opt_error(c, opt, NBD_REP_ERR_UNKNOWN, why);
 		return;
 	}
+	/* O_DIRECT needs aligned requests; a client that would not learn the
+	 * alignment is told so, as the protocol provides, rather than failed
+	 * later request by request. */
+	if (opt == NBD_OPT_GO && !go.want_block_size && v->min_block > 1) {
+		opt_error(c, opt, NBD_REP_ERR_BLOCK_SIZE_REQD,
+			  "this volume needs aligned requests: ask for NBD_INFO_BLOCK_SIZE");
+		return;
+	}
 	send_info(c, opt, &go, v);
 	opt_reply(c, opt, NBD_REP_ACK, NULL, 0);
-	if (opt == NBD_OPT_GO)
+	if (opt == NBD_OPT_GO && c->state != ST_DEAD)
 		enter_xmit(c, v);
 }
 
@@ -818,9 +832,21 @@ static void on_closed(struct net_conn *nc)
 	conn_unref(c);
 }
 
+/* The client sent FIN: no more requests, but those in flight are answered
+ * before the connection closes (like DISC). */
+static void on_eof(struct net_conn *nc)
+{
+	struct nbd_conn *c = container_of(nc, struct nbd_conn, net);
+
+	c->disc = true;
+	if (c->busy == 0)
+		conn_kill(c, NULL);
+}
+
 static const struct net_conn_ops nbd_net_ops = {
 	.on_rx = on_rx,
 	.on_closed = on_closed,
+	.on_eof = on_eof,
 };
 
 static void on_accept(struct net_listener *l, int fd)
@@ -899,6 +925,14 @@ void nbd_server_shutdown(struct nbd_server *s)
 
 	list_for_each_safe(pos, tmp, &s->conns)
 		conn_kill(container_of(pos, struct nbd_conn, link), NULL);
+}
+
+void nbd_server_abort(struct nbd_server *s)
+{
+	struct list *pos, *tmp;
+
+	list_for_each_safe(pos, tmp, &s->conns)
+		net_abort(&container_of(pos, struct nbd_conn, link)->net);
 }
 
 unsigned nbd_server_conns(const struct nbd_server *s)

@@ -15,6 +15,8 @@ int nbd_server_new(struct ev_loop *ev, const char *addr, struct vol **vols, unsi
 		   struct nbd_server **out);
 /* Stops accepting and closes every connection; in-flight requests finish. */
 void nbd_server_shutdown(struct nbd_server *s);
+/* After shutdown: drops the output of connections whose clients do not read. */
+void nbd_server_abort(struct nbd_server *s);
 /* Connections not yet fully released (0 once shutdown has completed). */
 unsigned nbd_server_conns(const struct nbd_server *s);
 void nbd_server_free(struct nbd_server *s); /* NULL is a no-op; after conns() == 0 */

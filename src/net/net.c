@@ -10,6 +10,7 @@
 #include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -94,6 +95,7 @@ int net_listen_unix(struct net_listener *l, struct ev_loop *ev, const char *path
 		    void (*on_accept)(struct net_listener *, int))
 {
 	struct sockaddr_un sun;
+	struct stat st;
 	int fd, r;
 
 	if (strlen(path) >= sizeof(sun.sun_path))
@@ -105,12 +107,19 @@ int net_listen_unix(struct net_listener *l, struct ev_loop *ev, const char *path
 	if (fd < 0)
 		return -errno;
 	/* A stale socket file from a crashed daemon is removed; a live daemon
-	 * answering on it means another instance runs. */
+	 * answering on it means another instance runs; anything that is not a
+	 * socket is never touched. */
 	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0) {
 		close(fd);
 		return -EADDRINUSE;
 	}
-	unlink(path);
+	if (lstat(path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode)) {
+			close(fd);
+			return -EEXIST;
+		}
+		unlink(path);
+	}
 	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
 		r = -errno;
 		close(fd);
@@ -139,6 +148,7 @@ static void conn_maybe_closed(struct net_conn *c)
 	    (!c->txq_head || c->eof)) {
 		struct net_tx *tx;
 		c->closed = true;
+		ev_timer_cancel(c->ev, &c->close_timer);
 		/* Output that can no longer be sent is released with an error. */
 		while ((tx = c->txq_head)) {
 			c->txq_head = tx->next;
@@ -164,13 +174,20 @@ static void rx_cb(struct ev_op *op, int res, uint32_t flags)
 	if (res <= 0) {
 		if (res < 0 && res != -ECONNRESET)
 			log_debug("recv: %s", strerror(-res));
-		c->eof = true;
+		/* A FIN only ends the input: replies to what was received still go
+		 * out. An error means the peer is gone. */
+		if (res < 0)
+			c->eof = true;
+		c->rx_eof = true;
 		if (c->direct_cb) {
 			void (*cb)(struct net_conn *, int) = c->direct_cb;
 			c->direct_cb = NULL;
 			cb(c, -ECONNRESET);
 		}
-		net_close(c);
+		if (c->ops->on_eof && !c->eof && !c->closing)
+			c->ops->on_eof(c);
+		else
+			net_close(c);
 		return;
 	}
 	c->bytes_in += (uint64_t)res;
@@ -198,7 +215,7 @@ static void rx_arm(struct net_conn *c)
 {
 	struct io_uring_sqe *sqe;
 
-	if (c->rx_armed || c->closing || c->eof)
+	if (c->rx_armed || c->closing || c->eof || c->rx_eof)
 		return;
 	if (c->direct_cb) {
 		sqe = ev_sqe(c->ev, &c->rx_op);
@@ -324,6 +341,13 @@ static void tx_flush(struct ev_deferred *d)
 	c->tx_armed = true;
 }
 
+static void close_timeout(struct ev_timer *t)
+{
+	struct net_conn *c = container_of(t, struct net_conn, close_timer);
+	log_info("connection %d: peer does not read its replies; dropping them", c->fd);
+	net_abort(c);
+}
+
 int net_conn_init(struct net_conn *c, struct ev_loop *ev, int fd, size_t rxbuf,
 		  const struct net_conn_ops *ops)
 {
@@ -336,6 +360,7 @@ int net_conn_init(struct net_conn *c, struct ev_loop *ev, int fd, size_t rxbuf,
 	c->rx_op.cb = rx_cb;
 	c->tx_op.cb = tx_cb;
 	c->flush.fn = tx_flush;
+	c->close_timer.fn = close_timeout;
 	c->txq_tail = &c->txq_head;
 	c->rx_cap = rxbuf;
 	c->rxbuf = malloc(rxbuf);
@@ -344,6 +369,8 @@ int net_conn_init(struct net_conn *c, struct ev_loop *ev, int fd, size_t rxbuf,
 	if (!c->rxbuf || !c->tx_iov) {
 		free(c->rxbuf);
 		free(c->tx_iov);
+		c->rxbuf = NULL;
+		c->tx_iov = NULL;
 		return -ENOMEM;
 	}
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -413,16 +440,33 @@ void net_close(struct net_conn *c)
 	if (c->closing)
 		return;
 	c->closing = true;
-	/* Queued output (an error reply, say) still goes out unless the peer is gone. */
-	if (!c->txq_head || c->eof)
+	/* Queued output (an error reply, say) still goes out unless the peer is
+	 * gone, within a grace period. */
+	if (!c->txq_head || c->eof) {
 		shutdown(c->fd, SHUT_RDWR);
-	else
+	} else {
 		shutdown(c->fd, SHUT_RD);
+		ev_timer_arm(c->ev, &c->close_timer, NET_CLOSE_GRACE_NS);
+	}
+	conn_maybe_closed(c);
+}
+
+void net_abort(struct net_conn *c)
+{
+	c->eof = true;
+	if (!c->closing) {
+		net_close(c);
+		return;
+	}
+	/* Fails the send in flight, if any, so that the close completes. */
+	shutdown(c->fd, SHUT_RDWR);
 	conn_maybe_closed(c);
 }
 
 void net_conn_destroy(struct net_conn *c)
 {
+	ev_undefer(c->ev, &c->flush);
+	ev_timer_cancel(c->ev, &c->close_timer);
 	if (c->fd >= 0)
 		close(c->fd);
 	c->fd = -1;

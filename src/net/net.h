@@ -47,6 +47,11 @@ struct net_conn_ops {
 	void (*on_rx)(struct net_conn *c);
 	/* The connection is closed and no net operation is in flight any more. */
 	void (*on_closed)(struct net_conn *c);
+	/* Optional: the peer closed its sending side (FIN). Reading has stopped;
+	 * output still goes out. The owner calls net_close() once it has
+	 * answered what it received. Without it, net_close() is called at once
+	 * (queued output is still flushed). */
+	void (*on_eof)(struct net_conn *c);
 };
 
 struct net_conn {
@@ -55,6 +60,7 @@ struct net_conn {
 	const struct net_conn_ops *ops;
 	struct ev_op rx_op, tx_op;
 	struct ev_deferred flush;
+	struct ev_timer close_timer; /* bounds how long a close waits for output */
 	uint8_t *rxbuf;
 	size_t rx_cap, rx_start, rx_end;
 	/* direct receive into a caller buffer (large payloads) */
@@ -66,7 +72,8 @@ struct net_conn {
 	struct msghdr tx_msg;
 	struct iovec *tx_iov;
 	unsigned tx_iov_cap;
-	bool rx_armed, tx_armed, rx_paused, closing, closed, eof;
+	/* eof: the peer is gone, output cannot be sent; rx_eof: only its FIN */
+	bool rx_armed, tx_armed, rx_paused, closing, closed, eof, rx_eof;
 	uint64_t bytes_in, bytes_out;
 };
 
@@ -90,8 +97,12 @@ void net_rx_pause(struct net_conn *c);
 void net_rx_resume(struct net_conn *c);
 /* Queue output; it is written before the loop next sleeps. */
 void net_send(struct net_conn *c, struct net_tx *tx);
-/* Send then close: the queued output is flushed first. */
+/* Send then close: the queued output is flushed first (for at most
+ * NET_CLOSE_GRACE_NS; a peer that does not read is then cut off). */
+#define NET_CLOSE_GRACE_NS (10ull * 1000000000ull)
 void net_close(struct net_conn *c);
+/* Close now, dropping queued output. */
+void net_abort(struct net_conn *c);
 /* Releases buffers; only after on_closed. */
 void net_conn_destroy(struct net_conn *c);
 

@@ -35,6 +35,13 @@ static void vol_set_disk(struct vol *v, enum vol_disk d)
 		return;
 	log_warn("volume %s: disk %s -> %s", v->name, vol_disk_name(v->disk), vol_disk_name(d));
 	v->disk = d;
+	/* A failed disk must stay out of service across a restart: the data
+	 * may be missing writes. (Synchronous, but it happens once.) */
+	if (d == VOL_FAILED && v->md && (v->md->sb.flags & TANDEM_MD_F_UPTODATE)) {
+		v->md->sb.flags &= ~TANDEM_MD_F_UPTODATE;
+		if (md_write(v->md))
+			log_err("volume %s: could not record the failed disk in metadata", v->name);
+	}
 }
 
 static void io_finish(struct vol_io *io, int res)
@@ -86,7 +93,8 @@ static void zero_fallback_next(struct vol_io *io)
 	uint64_t left = io->len - io->zero_done;
 
 	io->bio.type = BS_WRITE;
-	io->bio.flags = io->flags & BS_F_FUA;
+	/* NOSYNC: a long chain of chunks must yield to the loop between chunks. */
+	io->bio.flags = (io->flags & BS_F_FUA) | BS_F_NOSYNC;
 	io->bio.off = io->off + io->zero_done;
 	io->bio.len = MIN(left, (uint64_t)v->zero_len);
 	io->bio.buf = v->zero_buf;
@@ -215,7 +223,7 @@ int vol_open(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned ni
 		goto fail;
 	}
 	memset(v->zero_buf, 0, ZERO_CHUNK);
-	v->disk = (v->md->sb.flags & TANDEM_MD_F_UPTODATE) ? VOL_UPTODATE : VOL_INCONSISTENT;
+	v->disk = (v->md->sb.flags & TANDEM_MD_F_UPTODATE) ? VOL_UPTODATE : VOL_FAILED;
 	/* Without replication, the first node listed is the primary. */
 	v->role = cv->nodes[0] == ni ? VOL_PRIMARY : VOL_SECONDARY;
 	if (v->md->sb.flags & TANDEM_MD_F_CLEAN) {
@@ -253,7 +261,7 @@ void vol_close(struct vol *v)
 		log_warn("volume %s: final flush failed", v->name);
 		vol_set_disk(v, VOL_FAILED);
 	}
-	if (v->md && v->disk != VOL_FAILED) {
+	if (v->md && v->disk != VOL_FAILED && v->inflight == 0) {
 		v->md->sb.flags |= TANDEM_MD_F_CLEAN;
 		if (md_write(v->md))
 			log_warn("volume %s: could not mark metadata clean", v->name);

@@ -276,6 +276,35 @@ elif CASE == "vanish":
         req(s, READ, i * 65536, 65536, i)
     s.close()
 
+elif CASE == "halfclose":
+    # Requests, then FIN: every request sent before the FIN is still answered
+    # (with its data) before the server closes.
+    s = open_xmit()
+    for i in range(8):
+        req(s, READ, i << 20, 1 << 20, i)
+    s.shutdown(socket.SHUT_WR)
+    got = set()
+    for _ in range(8):
+        m, e, c = struct.unpack(">IIQ", recvn(s, 16))
+        check(m == SIMPLE and e == 0, "reply after FIN: magic %x error %d" % (m, e))
+        recvn(s, 1 << 20)
+        got.add(c)
+    check(got == set(range(8)), "cookies answered after FIN: %r" % sorted(got))
+    check(s.recv(1) == b"", "server did not close after answering")
+    s.close()
+
+elif CASE == "resetflood":
+    # A client that never reads 100 replies of 1 MiB and then resets: the
+    # server pauses it (backpressure), then frees it without touching freed
+    # memory (the ASan build checks).
+    s = open_xmit()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    for i in range(100):
+        req(s, READ, (i % 32) << 20, 1 << 20, i)
+    time.sleep(0.3)
+    s.close()
+    time.sleep(0.2)
+
 elif CASE == "pipeline":
     # 64 requests in one burst, good and bad mixed: each cookie answered once.
     s = open_xmit()
@@ -510,7 +539,8 @@ else:
 EOF
 
 for c in random truncated optmagic optlen options exportname reqmagic readrange \
-	structured unaligned bigwrite writerange badcmd vanish pipeline slots; do
+	structured unaligned bigwrite writerange badcmd vanish halfclose resetflood pipeline \
+	slots; do
 	log "case $c"
 	python3 "$T/nbdc.py" "$NBD_PORT" "$SIZE" "$c" || fail "case $c"
 	check_alive "case $c"

@@ -403,6 +403,41 @@ rc=0
 "$BIN/tandemctl" >"$T/out" 2>"$T/err" || rc=$?
 [ "$rc" -eq 2 ] || fail "tandemctl without arguments: exit $rc, expected 2"
 
+# A control path that names a regular file: refused, and the file is kept.
+echo "precious" >"$T/precious.txt"
+sed "s#^control = .*#control = $T/precious.txt#" "$CFG" >"$T/ctlfile.ini"
+rc=0
+"$BIN/tandemd" -c "$T/ctlfile.ini" -n a -f >"$T/out" 2>"$T/err" || rc=$?
+[ "$rc" -eq 1 ] || fail "control path on a regular file: exit $rc, expected 1"
+grep -q "precious" "$T/precious.txt" || fail "tandemd replaced or removed the file named by control"
+grep -qF "[node a] control" "$T/err" || fail "control path on a regular file: unclear: $(cat "$T/err")"
+
+# Two volumes naming the same disk: refused, naming the line and both volumes.
+cat >"$T/samedisk.ini" <<EOF
+[cluster]
+name = it
+
+[node a]
+nbd = 127.0.0.1:$P
+control = $T/x.sock
+data-dir = $T/x
+
+[volume vol0]
+size = 64M
+nodes = a
+disk.a = $T/shared.img
+
+[volume vol1]
+size = 64M
+nodes = a
+disk.a = $T/shared.img
+EOF
+rc=0
+"$BIN/tandemd" -c "$T/samedisk.ini" -n a -f >"$T/out" 2>"$T/err" || rc=$?
+[ "$rc" -eq 1 ] || fail "two volumes on one disk: exit $rc, expected 1"
+grep -qF "$T/samedisk.ini:12: [volume vol0] disk.a: $T/shared.img is also the disk of volume vol1" "$T/err" ||
+	fail "two volumes on one disk: $(cat "$T/err")"
+
 # The good config really is good: the checks above failed for their reasons.
 start_node
 stop_node

@@ -401,6 +401,30 @@ static void test_file_read_past_eof(void **state)
 	bs_close(bs);
 }
 
+/* TRIM and ZERO longer than 1 GiB act on the whole range (fallocate is never
+ * split, and once was cut at 1 GiB and reported success). */
+static void test_file_zero_beyond_1g(void **state)
+{
+	struct fx *f = *state;
+	struct bs *bs = NULL;
+	const uint64_t size = 3ull << 30;
+
+	assert_int_equal(bs_file_open(f->ev, f->path, size, true, &bs), 0);
+	for (unsigned k = 0; k < 2; k++) {
+		enum bs_op op = k ? BS_TRIM : BS_ZERO;
+		for (unsigned i = 0; i < 3; i++) {
+			pattern(f->a, 64 * KIB, i + 1);
+			assert_int_equal(run_io(f->ev, bs, BS_WRITE, 0, ((uint64_t)i << 30) + MIB,
+						64 * KIB, f->a),
+					 0);
+		}
+		assert_int_equal(run_io(f->ev, bs, op, 0, 0, size - 4 * KIB, NULL), 0);
+		for (unsigned i = 0; i < 3; i++)
+			read_expect_zero(f, bs, ((uint64_t)i << 30) + MIB, 64 * KIB);
+	}
+	bs_close(bs);
+}
+
 static void test_file_open_errors(void **state)
 {
 	struct fx *f = *state;
@@ -530,6 +554,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_file_direct, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_file_block_status, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_file_read_past_eof, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_file_zero_beyond_1g, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_file_open_errors, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fault_nth_write, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fault_nth_write_sticky, setup, teardown),
