@@ -161,6 +161,18 @@ static void conn_maybe_closed(struct net_conn *c)
 
 static void rx_arm(struct net_conn *c);
 
+/* Hands everything buffered to the owner, which may pause, switch to a
+ * direct receive, or close; stops when it consumes nothing (needs more). */
+static void rx_parse(struct net_conn *c)
+{
+	while (!c->closing && !c->direct_cb && !c->rx_paused && net_rx_avail(c) > 0) {
+		size_t before = net_rx_avail(c);
+		c->ops->on_rx(c);
+		if (net_rx_avail(c) == before)
+			break;
+	}
+}
+
 static void rx_cb(struct ev_op *op, int res, uint32_t flags)
 {
 	struct net_conn *c = container_of(op, struct net_conn, rx_op);
@@ -201,13 +213,7 @@ static void rx_cb(struct ev_op *op, int res, uint32_t flags)
 	} else {
 		c->rx_end += (size_t)res;
 	}
-	/* Parse everything buffered; the owner may pause or switch to direct. */
-	while (!c->closing && !c->direct_cb && !c->rx_paused && net_rx_avail(c) > 0) {
-		size_t before = net_rx_avail(c);
-		c->ops->on_rx(c);
-		if (net_rx_avail(c) == before)
-			break; /* needs more bytes */
-	}
+	rx_parse(c);
 	rx_arm(c);
 }
 
@@ -286,9 +292,7 @@ static void tx_cb(struct ev_op *op, int res, uint32_t flags)
 
 	c->tx_armed = false;
 	if (res < 0) {
-		c->eof = true;
-		net_close(c);
-		conn_maybe_closed(c);
+		net_abort(c); /* the peer is gone */
 		return;
 	}
 	tx_advance(c, (size_t)res);
@@ -323,9 +327,7 @@ static void tx_flush(struct ev_deferred *d)
 	tx_gather(c);
 	k = sendmsg(c->fd, &c->tx_msg, MSG_DONTWAIT | MSG_NOSIGNAL);
 	if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-		c->eof = true;
-		net_close(c);
-		conn_maybe_closed(c);
+		net_abort(c); /* the peer is gone */
 		return;
 	}
 	if (k > 0) {
@@ -414,12 +416,7 @@ void net_rx_resume(struct net_conn *c)
 	if (c->closing || c->rx_armed || c->direct_cb)
 		return;
 	/* Bytes that arrived while paused are parsed first. */
-	while (!c->closing && !c->direct_cb && !c->rx_paused && net_rx_avail(c) > 0) {
-		size_t before = net_rx_avail(c);
-		c->ops->on_rx(c);
-		if (net_rx_avail(c) == before)
-			break;
-	}
+	rx_parse(c);
 	rx_arm(c);
 }
 
