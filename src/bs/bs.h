@@ -35,9 +35,13 @@ struct bs_io {
 	uint64_t done; /* bytes completed so far (short transfers resume) */
 	struct bs *bs;
 	void (*cb)(struct bs_io *io, int res); /* res: 0 or -errno */
-	struct ev_deferred defer; /* completion of a request a store did at once */
-	int sync_res;
+	struct ev_deferred defer; /* for bs_complete_later() */
+	int later_res;
 };
+
+/* Completes io with res later in this loop pass (before the loop sleeps),
+ * never inside the caller: for requests done at once or refused at once. */
+void bs_complete_later(struct ev_loop *ev, struct bs_io *io, int res);
 
 #define BS_EXT_HOLE 1u
 #define BS_EXT_ZERO 2u

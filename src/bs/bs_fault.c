@@ -1,7 +1,7 @@
 /* Fault-injecting backing store: forwards to an inner store and fails the Nth
  * operation of one type (and, when sticky, every later one), so that tests can
  * walk every error path: fail the 1st, 2nd, ... Nth write until the scenario
- * passes. Failures complete through the ring like real ones. */
+ * passes. Failures complete from the loop, never inside submit, like real ones. */
 #include "bs.h"
 
 #include <errno.h>
@@ -18,14 +18,6 @@ struct bs_fault {
 	int err;
 };
 
-static void fault_cb(struct ev_op *op, int res, uint32_t flags)
-{
-	struct bs_io *io = container_of(op, struct bs_io, op);
-	(void)res;
-	(void)flags;
-	io->cb(io, -(int)io->done);
-}
-
 static void fault_submit(struct bs *bs, struct bs_io *io)
 {
 	struct bs_fault *f = container_of(bs, struct bs_fault, bs);
@@ -33,10 +25,7 @@ static void fault_submit(struct bs *bs, struct bs_io *io)
 	if (io->type == f->type) {
 		f->count++;
 		if (f->count == f->fail_nth || (f->sticky && f->count > f->fail_nth)) {
-			/* done carries the errno to the completion; it is reset on resubmit */
-			io->done = (uint64_t)f->err;
-			io->op.cb = fault_cb;
-			io_uring_prep_nop(ev_sqe(bs->ev, &io->op));
+			bs_complete_later(bs->ev, io, -f->err);
 			return;
 		}
 	}

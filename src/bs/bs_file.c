@@ -118,12 +118,6 @@ static void file_issue(struct bs_file *f, struct bs_io *io)
 	}
 }
 
-static void sync_done(struct ev_deferred *d)
-{
-	struct bs_io *io = container_of(d, struct bs_io, defer);
-	io->cb(io, io->sync_res);
-}
-
 /* The page-cache fast path (cache=writeback only). A read the page cache can
  * serve without blocking (RWF_NOWAIT) is copied at once; a small write is
  * done with pwrite when the store has nothing else in flight. Both save a
@@ -132,7 +126,7 @@ static void sync_done(struct ev_deferred *d)
  * which is most of a queue-depth-1 client's latency. With other requests in
  * flight, writes stay on the ring so that one stalled by dirty-page
  * throttling never holds up the others. Completion still comes from the loop
- * (deferred), never from inside submit. Returns true when io is done. */
+ * (bs_complete_later), never from inside submit. Returns true when io is done. */
 static bool file_try_sync(struct bs_file *f, struct bs_io *io)
 {
 	ssize_t n;
@@ -150,8 +144,8 @@ static bool file_try_sync(struct bs_file *f, struct bs_io *io)
 	} else if (io->type == BS_WRITE && !(io->flags & BS_F_FUA) && f->inflight == 0) {
 		n = pwrite(f->fd, io->buf, io->len, (off_t)io->off);
 		if (n < 0 && errno != EINTR && errno != EAGAIN) {
-			io->sync_res = -errno;
-			goto done;
+			bs_complete_later(f->bs.ev, io, -errno);
+			return true;
 		}
 		if (n <= 0)
 			return false;
@@ -161,10 +155,7 @@ static bool file_try_sync(struct bs_file *f, struct bs_io *io)
 	} else {
 		return false;
 	}
-	io->sync_res = 0;
-done:
-	io->defer.fn = sync_done;
-	ev_defer(f->bs.ev, &io->defer);
+	bs_complete_later(f->bs.ev, io, 0);
 	return true;
 }
 

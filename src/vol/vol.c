@@ -101,21 +101,12 @@ static void zero_fallback_next(struct vol_io *io)
 	bs_submit(v->bs, &io->bio);
 }
 
-static void fail_cb(struct ev_op *op, int res, uint32_t flags)
-{
-	struct bs_io *bio = container_of(op, struct bs_io, op);
-	struct vol_io *io = container_of(bio, struct vol_io, bio);
-	(void)res;
-	(void)flags;
-	io_finish(io, -(int)bio->done);
-}
-
-/* Completes io with err from the loop (V2: never inside submit). */
+/* Completes io with err from the loop (V2: never inside submit); bio_done
+ * passes an error straight to io_finish. */
 static void fail_async(struct vol *v, struct vol_io *io, int err)
 {
-	io->bio.done = (uint64_t)-err;
-	io->bio.op.cb = fail_cb;
-	io_uring_prep_nop(ev_sqe(v->ev, &io->bio.op));
+	io->bio.cb = bio_done;
+	bs_complete_later(v->ev, &io->bio, err);
 }
 
 void vol_submit(struct vol *v, struct vol_io *io)
