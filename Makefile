@@ -86,7 +86,7 @@ test: deps
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)
 FUZZ_SECONDS ?= 20
-build/fuzz/%: tests/fuzz/%.c $(LIB_SRC)
+build/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz.h $(LIB_SRC)
 	@mkdir -p build/fuzz
 	clang -std=gnu11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined $< $(LIB_SRC) \
 		-luring -linih -o $@

@@ -9,13 +9,7 @@
 
 #include "../../src/config/config.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(x)                \
-	do {                    \
-		if (!(x))       \
-			abort(); \
-	} while (0)
+#include "fuzz.h"
 
 static void check_cfg(const struct cfg *c)
 {

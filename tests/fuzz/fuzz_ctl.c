@@ -12,13 +12,7 @@
 
 #include "../../src/ctl/ctl.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(x)                \
-	do {                    \
-		if (!(x))       \
-			abort(); \
-	} while (0)
+#include "fuzz.h"
 
 static void line(const uint8_t *p, size_t n)
 {

@@ -15,13 +15,7 @@
 #include "../../src/common/crc32c.h"
 #include "../../src/md/md.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(x)                \
-	do {                    \
-		if (!(x))       \
-			abort(); \
-	} while (0)
+#include "fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

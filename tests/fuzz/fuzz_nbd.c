@@ -13,13 +13,7 @@
 
 #include "../../src/nbd/nbd_codec.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(x)                \
-	do {                    \
-		if (!(x))       \
-			abort(); \
-	} while (0)
+#include "fuzz.h"
 
 static uint64_t take(const uint8_t **p, size_t *n, unsigned bytes)
 {
