@@ -22,11 +22,11 @@ CFLAGS_BASE := -std=gnu11 -g $(OPT) -Wall -Wextra -Werror -Wshadow -Wpointer-ari
 	-Wstrict-prototypes -Wmissing-prototypes \
 	-Wno-format-truncation -D_GNU_SOURCE -MMD -MP
 override CFLAGS := $(CFLAGS_BASE) $(SANFLAGS) $(EXTRA_CFLAGS)
-LDLIBS := -luring -linih
+LDLIBS := -luring -linih -lcrypto
 override LDFLAGS := $(SANFLAGS) $(EXTRA_LDFLAGS)
 
 LIB_SRC := $(wildcard src/common/*.c src/ev/*.c src/net/*.c src/bs/*.c src/md/*.c \
-	src/vol/*.c src/nbd/*.c src/ctl/*.c src/config/*.c)
+	src/vol/*.c src/nbd/*.c src/ctl/*.c src/config/*.c src/repl/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/obj/%.o)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)

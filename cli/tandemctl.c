@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +24,7 @@ static void usage(FILE *f)
 		"  ping                          return 0 once the node answers\n"
 		"  status [VOLUME] [--json]      volume states\n"
 		"  wait-sync VOLUME [--timeout SEC]\n"
-		"  primary VOLUME [--force] | secondary VOLUME\n"
+		"  primary VOLUME [--force] | secondary VOLUME [--timeout SEC]\n"
 		"  connect VOLUME | disconnect VOLUME | verify VOLUME | invalidate VOLUME\n"
 		"  events\n");
 }
@@ -98,6 +99,7 @@ int main(int argc, char **argv)
 	size_t len = 0;
 	int opt, r;
 	double timeout = -1;
+	bool waits;
 
 	while ((opt = getopt(argc, argv, "+c:n:s:h")) != -1) {
 		switch (opt) {
@@ -130,10 +132,14 @@ int main(int argc, char **argv)
 		cfg_free(cfg);
 		sock = path;
 	}
-	/* The wait-sync timeout is handled here by polling, so that the daemon
-	 * never holds a connection open on a client's behalf. */
+	/* Commands that wait (wait-sync; secondary, until in-flight writes are
+	 * done and the peer has heard of it) are polled from here, so that the
+	 * daemon never holds a connection open on a client's behalf. */
+	waits = strcmp(argv[optind], "wait-sync") == 0 || strcmp(argv[optind], "secondary") == 0;
+	if (strcmp(argv[optind], "secondary") == 0)
+		timeout = 30;
 	for (int i = optind; i < argc; i++) {
-		if (strcmp(argv[i], "--timeout") == 0 && strcmp(argv[optind], "wait-sync") == 0) {
+		if (strcmp(argv[i], "--timeout") == 0 && waits) {
 			char *end;
 			if (i + 1 >= argc || (timeout = strtod(argv[i + 1], &end)) < 0 || *end) {
 				fprintf(stderr, "tandemctl: --timeout needs a number of seconds\n");
@@ -156,7 +162,7 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (strcmp(argv[optind], "wait-sync") == 0) {
+	if (waits) {
 		struct timespec t0, t;
 		clock_gettime(CLOCK_MONOTONIC, &t0);
 		for (;;) {

@@ -33,6 +33,7 @@
 #define TANDEM_MD_F_CONSISTENT (1u << 1)  /* data area is a consistent image */
 #define TANDEM_MD_F_UPTODATE (1u << 2)    /* data area was up to date */
 #define TANDEM_MD_F_CLEAN (1u << 3)       /* shut down cleanly */
+#define TANDEM_MD_F_FAILED (1u << 4)      /* the disk returned an I/O error */
 
 struct tandem_md_sb {
 	uint64_t magic;

@@ -28,6 +28,24 @@ static inline void list_add(struct list *h, struct list *e)
 	h->next = e;
 }
 
+/* Appends e at the end (FIFO order with list_first). */
+static inline void list_add_tail(struct list *h, struct list *e)
+{
+	list_add(h->prev, e);
+}
+
+/* Moves every element of from to the end of to; from becomes empty. */
+static inline void list_splice_tail(struct list *to, struct list *from)
+{
+	if (from->next == from)
+		return;
+	from->next->prev = to->prev;
+	to->prev->next = from->next;
+	from->prev->next = to;
+	to->prev = from->prev;
+	from->prev = from->next = from;
+}
+
 static inline void list_del(struct list *e)
 {
 	e->prev->next = e->next;

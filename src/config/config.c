@@ -233,11 +233,12 @@ static int add_ref(struct parse *p, const char *key, const char *node, const cha
 }
 
 /* Key tables: a bit per key detects duplicates within a section. */
-static const char *const cluster_keys[] = { "name", "secret", "witness", NULL };
+static const char *const cluster_keys[] = { "name", "secret", "witness", "peer-timeout", NULL };
 static const char *const node_keys[] = { "replication", "iscsi", "nbd", "control",
-					 "data-dir", "metrics", "busy-poll", NULL };
+					 "data-dir", "metrics", "busy-poll",
+					 "replication-advertise", NULL };
 static const char *const volume_keys[] = { "size", "nodes", "replication", "async-backlog",
-					   "resync-rate", "cache", NULL };
+					   "resync-rate", "cache", "bitmap-granularity", NULL };
 
 static int key_index(const char *const *keys, const char *key)
 {
@@ -306,6 +307,7 @@ static int begin_section(struct parse *p, const char *section)
 		v->line = p->line;
 		v->replication = CFG_REPL_SYNC;
 		v->async_backlog = 64ull << 20;
+		v->bitmap_granularity = CFG_BITMAP_GRANULARITY_DEFAULT;
 		return 0;
 	}
 	fail(p, p->line, NULL, "unknown section [%s] (expected [cluster], [node NAME] or [volume NAME])",
@@ -331,6 +333,18 @@ static int handle_cluster(struct parse *p, const char *key, const char *val)
 		}
 		return set_str(p, key, val, c->secret, sizeof(c->secret));
 	}
+	if (strcmp(key, "peer-timeout") == 0) {
+		char *end;
+		double sec;
+		errno = 0;
+		sec = strtod(val, &end);
+		if (val[0] < '0' || val[0] > '9' || errno || *end || !(sec >= 0.2 && sec <= 300)) {
+			fail(p, p->line, key, "'%s' is not a number of seconds from 0.2 to 300", val);
+			return -1;
+		}
+		c->peer_timeout_ms = (unsigned)(sec * 1000 + 0.5);
+		return 0;
+	}
 	return set_addr(p, key, val, c->witness);
 }
 
@@ -340,6 +354,8 @@ static int handle_node(struct parse *p, const char *key, const char *val)
 
 	if (strcmp(key, "replication") == 0)
 		return set_addr(p, key, val, n->replication);
+	if (strcmp(key, "replication-advertise") == 0)
+		return set_addr(p, key, val, n->replication_advertise);
 	if (strcmp(key, "iscsi") == 0)
 		return set_addr(p, key, val, n->iscsi);
 	if (strcmp(key, "nbd") == 0)
@@ -434,6 +450,16 @@ static int handle_volume(struct parse *p, const char *key, const char *val)
 			v->cache = CFG_CACHE_WRITEBACK;
 		else {
 			fail(p, p->line, key, "'%s' is neither none nor writeback", val);
+			return -1;
+		}
+		return 0;
+	}
+	if (strcmp(key, "bitmap-granularity") == 0) {
+		if (set_size(p, key, val, &v->bitmap_granularity))
+			return -1;
+		if (v->bitmap_granularity < 4096 || v->bitmap_granularity > (64u << 20) ||
+		    (v->bitmap_granularity & (v->bitmap_granularity - 1))) {
+			fail(p, p->line, key, "bitmap-granularity must be a power of two from 4K to 64M");
 			return -1;
 		}
 		return 0;
@@ -635,6 +661,7 @@ int cfg_parse_string(const char *text, const char *name, struct cfg **out, char 
 	p->err = err;
 	p->errlen = errlen;
 	snprintf(p->cfg->path, sizeof(p->cfg->path), "%s", name);
+	p->cfg->peer_timeout_ms = CFG_PEER_TIMEOUT_DEFAULT_MS;
 	r = ini_parse_stream(reader, p, handler, p);
 	if (!p->failed && r > 0)
 		fail(p, r, NULL, "syntax error (expected [section] or key = value)");

@@ -18,6 +18,8 @@
 #define CFG_ADDR_MAX 96
 #define CFG_MAX_NODES 8
 #define CFG_MAX_VOLUMES 64
+#define CFG_PEER_TIMEOUT_DEFAULT_MS 4000
+#define CFG_BITMAP_GRANULARITY_DEFAULT (64u * 1024u)
 
 enum cfg_repl { CFG_REPL_SYNC = 0, CFG_REPL_ASYNC };
 /* none: O_DIRECT, no page cache (falls back to buffered where the filesystem
@@ -28,6 +30,8 @@ enum cfg_cache { CFG_CACHE_NONE = 0, CFG_CACHE_WRITEBACK };
 struct cfg_node {
 	char name[CFG_NAME_MAX];
 	char replication[CFG_ADDR_MAX];
+	/* where the other nodes dial this one (NAT, proxies); "" = replication */
+	char replication_advertise[CFG_ADDR_MAX];
 	char iscsi[CFG_ADDR_MAX];
 	char nbd[CFG_ADDR_MAX];
 	char metrics[CFG_ADDR_MAX];
@@ -47,6 +51,7 @@ struct cfg_volume {
 	uint64_t async_backlog;
 	uint64_t resync_rate; /* bytes/s; 0 = auto */
 	enum cfg_cache cache;
+	uint64_t bitmap_granularity; /* bytes of data per change-bitmap bit */
 	char disk[CFG_MAX_NODES][CFG_PATH_MAX]; /* per cfg.nodes index; "" = data-dir file */
 	int disk_line[CFG_MAX_NODES];
 	int line;
@@ -57,6 +62,7 @@ struct cfg {
 	char cluster[CFG_NAME_MAX];
 	char secret[CFG_NAME_MAX * 2];
 	char witness[CFG_ADDR_MAX];
+	unsigned peer_timeout_ms; /* a silent peer is declared gone after this */
 	unsigned nnodes, nvolumes;
 	struct cfg_node nodes[CFG_MAX_NODES];
 	struct cfg_volume volumes[CFG_MAX_VOLUMES];

@@ -15,6 +15,7 @@
 #include "../common/log.h"
 #include "../common/util.h"
 #include "../net/net.h"
+#include "../repl/repl.h"
 
 struct ctl_conn {
 	struct net_conn net;
@@ -96,6 +97,11 @@ static void json_str(char *out, size_t cap, const char *s)
 	out[j] = '\0';
 }
 
+static double pct(double p)
+{
+	return p < 0 ? 0 : p > 100 ? 100 : p;
+}
+
 size_t ctl_status_json(const struct ctl_info *info, const char *only, char *out, size_t cap)
 {
 	size_t n = 0;
@@ -117,9 +123,30 @@ size_t ctl_status_json(const struct ctl_info *info, const char *only, char *out,
 			continue;
 		json_str(a, sizeof(a), v->name);
 		PUT("%s{\"name\":\"%s\",\"size\":%llu,\"role\":\"%s\",\"disk\":\"%s\","
-		    "\"quorum\":true,\"peers\":[]}",
+		    "\"quorum\":true,\"peers\":[",
 		    first ? "" : ",", a, (unsigned long long)v->size, vol_role_name(v->role),
 		    vol_disk_name(v->disk));
+		if (v->repl) {
+			struct repl_status st;
+			char e[256];
+			repl_get_status(v->repl, &st);
+			json_str(b, sizeof(b), st.peer);
+			json_str(e, sizeof(e), st.error);
+			PUT("{\"node\":\"%s\",\"connection\":\"%s\",\"replication\":\"%s\","
+			    "\"disk\":\"%s\",\"role\":\"%s\",\"out_of_sync_bytes\":%llu,"
+			    "\"sync_percent\":%.1f,\"resync_bytes_per_sec\":%llu,"
+			    "\"backlog_bytes\":0,\"lag_seconds\":0.0,\"split_brain\":%s,"
+			    "\"error\":\"%s\",\"generation\":\"%016llx\","
+			    "\"bitmap_generation\":\"%016llx\"}",
+			    b, repl_conn_name(st.conn), repl_rep_name(st.rep),
+			    st.peer_disk < 0 ? "unknown" : vol_disk_name((enum vol_disk)st.peer_disk),
+			    st.peer_role < 0 ? "unknown" : vol_role_name((enum vol_role)st.peer_role),
+			    (unsigned long long)st.out_of_sync_bytes, pct(st.sync_percent),
+			    (unsigned long long)st.resync_bytes_per_sec,
+			    st.split_brain ? "true" : "false", e,
+			    (unsigned long long)st.gen_current, (unsigned long long)st.gen_bitmap);
+		}
+		PUT("]}");
 		first = false;
 	}
 	PUT("]}\n");
@@ -138,12 +165,26 @@ size_t ctl_status_text(const struct ctl_info *info, const char *only, char *out,
 		n += (size_t)k;
 	for (unsigned i = 0; i < info->nvols && n < cap; i++) {
 		const struct vol *v = info->vols[i];
-		char sz[32];
+		char sz[32], peers[512] = "-";
 		if (only && strcmp(only, v->name))
 			continue;
 		format_size(v->size, sz, sizeof(sz));
+		if (v->repl) {
+			struct repl_status st;
+			char oos[32];
+			repl_get_status(v->repl, &st);
+			format_size(st.out_of_sync_bytes, oos, sizeof(oos));
+			snprintf(peers, sizeof(peers), "%s %s %s %s%s%s%s%s%s", st.peer,
+				 repl_conn_name(st.conn), repl_rep_name(st.rep),
+				 st.peer_disk < 0 ? "unknown" :
+						    vol_disk_name((enum vol_disk)st.peer_disk),
+				 st.out_of_sync_bytes ? ", out of sync " : "",
+				 st.out_of_sync_bytes ? oos : "",
+				 st.split_brain ? ", SPLIT BRAIN" : "", st.error[0] ? ": " : "",
+				 st.error);
+		}
 		k = snprintf(out + n, cap - n, "%-16s %8s  %-9s  %-12s  %s\n", v->name, sz,
-			     vol_role_name(v->role), vol_disk_name(v->disk), "-");
+			     vol_role_name(v->role), vol_disk_name(v->disk), peers);
 		if (k > 0)
 			n += (size_t)k;
 	}
@@ -203,10 +244,22 @@ static void run_command(struct ctl_conn *c, int argc, char **argv)
 		}
 		out_add(c, "ok\n");
 		render(c, json ? ctl_status_json : ctl_status_text, only);
-	} else if (strcmp(cmd, "wait-sync") == 0 && argc >= 2) {
+	} else if (strcmp(cmd, "wait-sync") == 0 && argc == 2) {
 		struct vol *v = find(s, argv[1]);
+		char msg[256];
+		int r;
 		if (!v) {
 			out_add(c, "error no volume named '%s' on node %s\n", argv[1], s->info.node);
+			return;
+		}
+		if (v->repl) {
+			r = repl_in_sync(v->repl, msg, sizeof(msg));
+			if (r > 0)
+				out_add(c, "ok\n");
+			else if (r == 0)
+				out_add(c, "wait %s\n", msg);
+			else
+				out_add(c, "error %s\n", msg);
 			return;
 		}
 		/* A volume on one node is in sync whenever its disk is up to date. */
@@ -216,10 +269,42 @@ static void run_command(struct ctl_conn *c, int argc, char **argv)
 			out_add(c, "error volume %s is %s\n", v->name, vol_disk_name(v->disk));
 		else
 			out_add(c, "wait volume %s is %s\n", v->name, vol_disk_name(v->disk));
-	} else if (strcmp(cmd, "primary") == 0 || strcmp(cmd, "secondary") == 0 ||
-		   strcmp(cmd, "connect") == 0 || strcmp(cmd, "disconnect") == 0 ||
-		   strcmp(cmd, "verify") == 0 || strcmp(cmd, "invalidate") == 0 ||
-		   strcmp(cmd, "events") == 0) {
+	} else if ((strcmp(cmd, "primary") == 0 && (argc == 2 || (argc == 3 &&
+		    strcmp(argv[2], "--force") == 0))) ||
+		   (argc == 2 && (strcmp(cmd, "secondary") == 0 || strcmp(cmd, "connect") == 0 ||
+				  strcmp(cmd, "disconnect") == 0 ||
+				  strcmp(cmd, "invalidate") == 0))) {
+		struct vol *v = find(s, argv[1]);
+		char msg[256] = "";
+		int r;
+		if (!v) {
+			out_add(c, "error no volume named '%s' on node %s\n", argv[1], s->info.node);
+			return;
+		}
+		if (!v->repl) {
+			out_add(c, "error volume %s lives on this node only (no replication)\n",
+				v->name);
+			return;
+		}
+		if (cmd[0] == 'p')
+			r = repl_promote(v->repl, argc == 3, msg, sizeof(msg));
+		else if (cmd[0] == 's')
+			r = repl_demote(v->repl, msg, sizeof(msg));
+		else if (cmd[0] == 'c')
+			r = repl_connect(v->repl, msg, sizeof(msg));
+		else if (cmd[0] == 'd')
+			r = repl_disconnect(v->repl, msg, sizeof(msg));
+		else
+			r = repl_invalidate(v->repl, msg, sizeof(msg));
+		if (r == 0)
+			out_add(c, "ok\n");
+		else if (r == -EAGAIN)
+			out_add(c, "wait volume %s: %s\n", v->name,
+				cmd[0] == 's' ? "in-flight writes or the peer's acknowledgement" :
+						"not yet");
+		else
+			out_add(c, "error %s\n", msg[0] ? msg : strerror(-r));
+	} else if (strcmp(cmd, "verify") == 0 || strcmp(cmd, "events") == 0) {
 		out_add(c, "error '%s' is not available in this version of tandemd\n", cmd);
 	} else {
 		out_add(c, "error unknown command or wrong arguments: '%s'\n", cmd);

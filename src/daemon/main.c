@@ -17,6 +17,7 @@
 #include "../ctl/ctl.h"
 #include "../ev/ev.h"
 #include "../nbd/nbd_server.h"
+#include "../repl/repl.h"
 #include "../vol/vol.h"
 
 struct node {
@@ -27,6 +28,7 @@ struct node {
 	unsigned nvols;
 	struct nbd_server *nbd;
 	struct ctl_server *ctl;
+	struct repl_server *repl;
 	int sigfd;
 	struct signalfd_siginfo si;
 	struct ev_op sig_op;
@@ -65,23 +67,35 @@ static int start(struct node *n, char *err, size_t errlen)
 {
 	const struct cfg_node *me = &n->cfg->nodes[n->self];
 	struct ctl_info ci;
+	unsigned nrepl = 0;
 	int r;
 
 	for (unsigned i = 0; i < n->cfg->nvolumes; i++) {
 		const struct cfg_volume *cv = &n->cfg->volumes[i];
 		if (!cfg_volume_has_node(cv, n->self))
 			continue;
-		if (cv->nnodes > 1) {
-			snprintf(err, errlen,
-				 "%s: [volume %s] nodes: lives on %u nodes, but this version of "
-				 "tandemd serves single-node volumes only (no replication yet)",
-				 n->cfg->path, cv->name, cv->nnodes);
-			return -ENOTSUP;
-		}
 		r = vol_open(n->ev, n->cfg, i, n->self, &n->vols[n->nvols], err, errlen);
 		if (r)
 			return r;
 		n->nvols++;
+		if (cv->nnodes > 1) {
+			r = repl_new(n->ev, n->cfg, i, n->self, n->vols[n->nvols - 1], err, errlen);
+			if (r)
+				return r;
+			nrepl++;
+		}
+	}
+	if (nrepl) {
+		r = repl_server_new(n->ev, n->cfg, n->self, n->vols, n->nvols, &n->repl);
+		if (r) {
+			snprintf(err, errlen, "%s: [node %s] replication: cannot listen on %s: %s",
+				 n->cfg->path, me->name, me->replication, strerror(-r));
+			return r;
+		}
+		log_info("replication on %s", me->replication);
+		for (unsigned i = 0; i < n->nvols; i++)
+			if (n->vols[i]->repl)
+				repl_start(n->vols[i]->repl);
 	}
 	if (me->nbd[0]) {
 		r = nbd_server_new(n->ev, me->nbd, n->vols, n->nvols, &n->nbd);
@@ -133,11 +147,28 @@ static void stop(struct node *n)
 		}
 		ev_run_once(n->ev, 100ull * 1000000ull);
 	}
-	for (unsigned i = 0; i < n->nvols; i++) {
+	for (unsigned i = 0; i < n->nvols; i++)
 		while (n->vols[i]->inflight && now_ns() < deadline)
 			ev_run_once(n->ev, 100ull * 1000000ull);
+	/* Then the peers: connections close, the change bitmaps settle. */
+	if (n->repl)
+		repl_server_shutdown(n->repl);
+	for (unsigned i = 0; i < n->nvols; i++)
+		if (n->vols[i]->repl)
+			repl_shutdown(n->vols[i]->repl);
+	for (unsigned i = 0; i < n->nvols; i++)
+		while (n->vols[i]->repl && !repl_idle(n->vols[i]->repl) && now_ns() < deadline)
+			ev_run_once(n->ev, 100ull * 1000000ull);
+	while (n->repl && repl_server_conns(n->repl) && now_ns() < deadline)
+		ev_run_once(n->ev, 100ull * 1000000ull);
+	/* Closed connections are freed at the end of a pass. */
+	ev_run_once(n->ev, 0);
+	for (unsigned i = 0; i < n->nvols; i++) {
+		repl_free(n->vols[i]->repl);
 		vol_close(n->vols[i]);
 	}
+	if (n->repl && repl_server_conns(n->repl) == 0)
+		repl_server_free(n->repl);
 	if (n->nbd && nbd_server_conns(n->nbd) == 0)
 		nbd_server_free(n->nbd);
 	if (n->ctl && ctl_server_conns(n->ctl) == 0)

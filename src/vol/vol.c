@@ -8,9 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../common/log.h"
 #include "../common/util.h"
+#include "../repl/repl.h"
+#include "../repl/repl_gen.h"
 
 #define ZERO_CHUNK (1u << 20)
 
@@ -29,31 +32,55 @@ const char *vol_disk_name(enum vol_disk d)
 	return (unsigned)d < ARRAY_SIZE(n) ? n[d] : "?";
 }
 
-static void vol_set_disk(struct vol *v, enum vol_disk d)
+int vol_md_write(struct vol *v)
 {
+	int r = md_write(v->md);
+	if (r)
+		log_err("volume %s: writing metadata: %s", v->name, strerror(-r));
+	return r;
+}
+
+void vol_set_disk(struct vol *v, enum vol_disk d)
+{
+	uint32_t f;
+
 	if (v->disk == d)
 		return;
 	log_warn("volume %s: disk %s -> %s", v->name, vol_disk_name(v->disk), vol_disk_name(d));
 	v->disk = d;
-	/* A failed disk must stay out of service across a restart: the data
-	 * may be missing writes. (Synchronous, but it happens once.) */
-	if (d == VOL_FAILED && v->md && (v->md->sb.flags & TANDEM_MD_F_UPTODATE)) {
-		v->md->sb.flags &= ~TANDEM_MD_F_UPTODATE;
-		if (md_write(v->md))
-			log_err("volume %s: could not record the failed disk in metadata", v->name);
+	if (!v->md)
+		return;
+	/* The state outlives a restart: a failed disk may be missing writes,
+	 * an outdated or inconsistent one must not be served as up to date.
+	 * (Synchronous, but it happens on state changes only.) */
+	f = v->md->sb.flags & ~(TANDEM_MD_F_UPTODATE | TANDEM_MD_F_CONSISTENT | TANDEM_MD_F_FAILED);
+	switch (d) {
+	case VOL_UPTODATE: f |= TANDEM_MD_F_UPTODATE | TANDEM_MD_F_CONSISTENT; break;
+	case VOL_OUTDATED: f |= TANDEM_MD_F_CONSISTENT; break;
+	case VOL_FAILED: f |= TANDEM_MD_F_FAILED; break;
+	default: break;
+	}
+	if (f != v->md->sb.flags) {
+		v->md->sb.flags = f;
+		vol_md_write(v);
 	}
 }
 
-static void io_finish(struct vol_io *io, int res)
+void vol_complete(struct vol_io *io, int res)
 {
 	struct vol *v = io->vol;
 
 	v->inflight--;
-	if (res == -EIO) {
+	if (res == -EIO)
 		v->stats.errors++;
-		vol_set_disk(v, VOL_FAILED);
-	}
 	io->cb(io, res);
+}
+
+static void io_finish(struct vol_io *io, int res)
+{
+	if (res == -EIO)
+		vol_set_disk(io->vol, VOL_FAILED);
+	io->local_done(io, res);
 }
 
 static void zero_fallback_next(struct vol_io *io);
@@ -101,11 +128,15 @@ static void zero_fallback_next(struct vol_io *io)
 	bs_submit(v->bs, &io->bio);
 }
 
-/* Completes io with err from the loop (V2: never inside submit); bio_done
- * passes an error straight to io_finish. */
+static void refused_done(struct bs_io *bio, int res)
+{
+	vol_complete(container_of(bio, struct vol_io, bio), res);
+}
+
+/* Completes io with err from the loop (V2: never inside submit). */
 static void fail_async(struct vol *v, struct vol_io *io, int err)
 {
-	io->bio.cb = bio_done;
+	io->bio.cb = refused_done;
 	bs_complete_later(v->ev, &io->bio, err);
 }
 
@@ -113,7 +144,7 @@ void vol_submit(struct vol *v, struct vol_io *io)
 {
 	io->vol = v;
 	v->inflight++;
-	if (v->role != VOL_PRIMARY) {
+	if (v->role != VOL_PRIMARY || v->demoting) {
 		fail_async(v, io, -EROFS);
 		return;
 	}
@@ -133,6 +164,17 @@ void vol_submit(struct vol *v, struct vol_io *io)
 	case BS_ZERO: v->stats.zeroes++; break;
 	default: fail_async(v, io, -EINVAL); return;
 	}
+	if (v->repl && io->type != BS_READ) {
+		repl_submit(v->repl, io);
+		return;
+	}
+	vol_local(v, io, vol_complete);
+}
+
+void vol_local(struct vol *v, struct vol_io *io, void (*done)(struct vol_io *io, int res))
+{
+	io->vol = v;
+	io->local_done = done;
 	io->bio.type = io->type;
 	io->bio.flags = io->flags;
 	io->bio.off = io->off;
@@ -158,7 +200,9 @@ int vol_open(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned ni
 	const struct cfg_node *cn = &cfg->nodes[ni];
 	struct vol *v;
 	struct md_sb init;
-	char path[CFG_PATH_MAX + CFG_NAME_MAX + 8];
+	char path[CFG_PATH_MAX + CFG_NAME_MAX + 8], dpath[CFG_PATH_MAX + CFG_NAME_MAX + 8];
+	struct stat st;
+	bool fresh;
 	int r;
 
 	v = calloc(1, sizeof(*v));
@@ -168,10 +212,29 @@ int vol_open(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned ni
 	v->size = cv->size;
 	v->ev = ev;
 
+	if (cv->disk[ni][0])
+		snprintf(dpath, sizeof(dpath), "%s", cv->disk[ni]);
+	else
+		snprintf(dpath, sizeof(dpath), "%s/%s.img", cn->data_dir, cv->name);
+	/* A data area this open creates is known to be empty (zeros). */
+	fresh = strcmp(dpath, "ram:") == 0 || stat(dpath, &st) < 0 ||
+		(S_ISREG(st.st_mode) && st.st_size == 0);
 	memset(&init, 0, sizeof(init));
 	init.size = cv->size;
 	init.block_size = 512;
 	init.flags = TANDEM_MD_F_CONSISTENT | TANDEM_MD_F_UPTODATE;
+	init.gen_current = GEN_EMPTY;
+	if (cv->nnodes > 1) {
+		/* Replicas created empty together need no initial sync; a disk of
+		 * unknown content on another than the first node gets a full one. */
+		if (!fresh && cv->nodes[0] != ni) {
+			init.gen_current = GEN_NONE;
+			init.flags = 0;
+		}
+		init.bm_offset = TANDEM_MD_BITMAP_OFFSET;
+		init.bm_granularity = (uint32_t)cv->bitmap_granularity;
+		init.bm_bytes = bm_bytes_on_disk(cv->size, init.bm_granularity);
+	}
 	snprintf(init.cluster, sizeof(init.cluster), "%s", cfg->cluster);
 	snprintf(init.volume, sizeof(init.volume), "%s", cv->name);
 	snprintf(init.node, sizeof(init.node), "%s", cn->name);
@@ -197,10 +260,7 @@ int vol_open(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned ni
 		r = -EINVAL;
 		goto fail;
 	}
-	if (cv->disk[ni][0])
-		snprintf(path, sizeof(path), "%s", cv->disk[ni]);
-	else
-		snprintf(path, sizeof(path), "%s/%s.img", cn->data_dir, cv->name);
+	snprintf(path, sizeof(path), "%s", dpath);
 	r = bs_open_spec(ev, path, cv->size, cv->cache == CFG_CACHE_NONE, &v->bs);
 	if (r) {
 		snprintf(err, errlen, "volume %s: backing store %s: %s", cv->name, path, strerror(-r));
@@ -214,9 +274,28 @@ int vol_open(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned ni
 		goto fail;
 	}
 	memset(v->zero_buf, 0, ZERO_CHUNK);
-	v->disk = (v->md->sb.flags & TANDEM_MD_F_UPTODATE) ? VOL_UPTODATE : VOL_FAILED;
-	/* Without replication, the first node listed is the primary. */
-	v->role = cv->nodes[0] == ni ? VOL_PRIMARY : VOL_SECONDARY;
+	{
+		uint32_t f = v->md->sb.flags;
+		if ((f & TANDEM_MD_F_FAILED) || (cv->nnodes == 1 && !(f & TANDEM_MD_F_UPTODATE)))
+			v->disk = VOL_FAILED;
+		else if (f & TANDEM_MD_F_UPTODATE)
+			v->disk = VOL_UPTODATE;
+		else if (f & TANDEM_MD_F_CONSISTENT)
+			v->disk = VOL_OUTDATED;
+		else
+			v->disk = VOL_INCONSISTENT;
+	}
+	/* A single-node volume is always primary on its node. A replicated one
+	 * starts primary only when just created on its first node: after a
+	 * restart the peer may have been promoted meanwhile, so an operator (or
+	 * the witness) decides. */
+	if (cv->nnodes == 1)
+		v->role = VOL_PRIMARY;
+	else
+		v->role = (v->md->created && cv->nodes[0] == ni) ? VOL_PRIMARY : VOL_SECONDARY;
+	/* Remembered before this open clears it: a primary that crashed. */
+	v->crashed_primary = !(v->md->sb.flags & TANDEM_MD_F_CLEAN) && !v->md->created &&
+			     (v->md->sb.flags & TANDEM_MD_F_PRIMARY);
 	if (v->md->sb.flags & TANDEM_MD_F_CLEAN) {
 		v->md->sb.flags &= ~TANDEM_MD_F_CLEAN;
 	} else if (!v->md->created) {

@@ -19,8 +19,13 @@
 #include <stdint.h>
 
 #include "../bs/bs.h"
+#include "../common/list.h"
 #include "../config/config.h"
 #include "../md/md.h"
+#include "../net/net.h"
+#include "../repl/bitmap.h"
+
+struct repl;
 
 enum vol_role { VOL_SECONDARY = 0, VOL_PRIMARY };
 enum vol_disk { VOL_UPTODATE = 0, VOL_INCONSISTENT, VOL_OUTDATED, VOL_DISKLESS, VOL_FAILED };
@@ -46,6 +51,24 @@ struct vol {
 	uint32_t zero_len;
 	unsigned inflight;
 	struct vol_stats stats;
+	/* replication: NULL for a volume that lives on one node */
+	struct repl *repl;
+	bool demoting; /* role change to secondary pending: new I/O refused */
+	bool crashed_primary; /* was primary when it stopped without a clean shutdown */
+};
+
+/* Per-request replication state, used only by src/repl. */
+struct vol_rep {
+	struct list link;       /* in the replication in-flight / waiting lists */
+	struct bm_waiter bmw;   /* write intent on the change bitmap */
+	struct net_tx tx;       /* the message to the peer */
+	uint8_t hdr[48];
+	uint64_t seq;           /* peer sequence number, 0 = not sent */
+	uint16_t pending;       /* parts still to complete: local, peer ack, send */
+	uint8_t kind;           /* src/repl's request kinds */
+	bool peer_ok;           /* the peer acknowledged success */
+	bool stale;             /* resync read overtaken by a foreground write */
+	int lres;               /* local result */
 };
 
 /* A request from a front-end. The front-end fills type, flags, off, len, buf
@@ -60,6 +83,9 @@ struct vol_io {
 	struct vol *vol;
 	uint64_t zero_done;
 	void (*cb)(struct vol_io *io, int res);
+	/* internal: who vol_local reports to */
+	void (*local_done)(struct vol_io *io, int res);
+	struct vol_rep rep;
 };
 
 /* Opens volume cfg->volumes[vi] as node ni: data store, metadata, role. */
@@ -68,6 +94,15 @@ int vol_open(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned ni
 void vol_close(struct vol *v); /* NULL is a no-op; marks metadata clean */
 
 void vol_submit(struct vol *v, struct vol_io *io);
+/* For src/repl: runs io on the local store only, without the role check,
+ * then calls done (from the loop). A store EIO marks the disk failed. */
+void vol_local(struct vol *v, struct vol_io *io, void (*done)(struct vol_io *io, int res));
+/* For src/repl: completes a front-end request that vol_submit handed over. */
+void vol_complete(struct vol_io *io, int res);
+/* Disk state change, persisted in the metadata flags (synchronous). */
+void vol_set_disk(struct vol *v, enum vol_disk d);
+/* Persists the superblock (synchronous; rare events only). Logs failures. */
+int vol_md_write(struct vol *v);
 /* Allocation map (synchronous, cheap). */
 int vol_block_status(struct vol *v, uint64_t off, uint64_t len, struct bs_extent *ext,
 		     unsigned max, unsigned *n);

@@ -1,0 +1,165 @@
+/* The replication protocol between two Tandem nodes (docs/PROTOCOL-REPL.md).
+ *
+ * One TCP connection per replicated volume. The node whose name sorts first
+ * dials the other's `replication-advertise` (or `replication`) address; the
+ * other accepts on its `replication` address and routes the connection to the
+ * volume named in HELLO. A newer authenticated connection for a volume
+ * replaces an older one.
+ *
+ * Every message is a 16-byte header followed by `len` bytes of body; for
+ * WRITE and RS_DATA the body is a fixed part followed by the data. All
+ * integers are little-endian. Reserved fields are zero when sent and are
+ * checked to be zero when received (so they can be given meaning later under
+ * a feature bit).
+ *
+ * Connection life:
+ *   both:   HELLO             (identity, protocol range, nonce)
+ *   both:   AUTH              (HMAC-SHA256 over the cluster secret, see below)
+ *   both:   STATE             (size, generation identifiers, role, disk)
+ *   both:   BITMAP* BITMAP_END (each side's change bitmap; both OR them)
+ *   then    data, acks, pings, state updates, resync traffic.
+ * A side that refuses the peer sends ERROR (a short reason) and closes.
+ *
+ * AUTH: mac = HMAC-SHA256(secret, "tandem-repl-auth-1" || dir || nonce_dialer
+ * || nonce_acceptor || cluster || volume || sender), names NUL-padded to
+ * 64 bytes, dir = 'D' when the dialer sends, 'A' when the acceptor does: a mac
+ * cannot be reflected back, and both fresh nonces make replays useless.
+ */
+#ifndef TANDEM_PROTO_REPL_H
+#define TANDEM_PROTO_REPL_H
+
+#include <stdint.h>
+
+#define REPL_HDR_MAGIC 0x4c505254u /* "TRPL" read as LE u32 */
+#define REPL_HELLO_MAGIC 0x31504552444e4154ull /* "TANDREP1" */
+#define REPL_PROTO_MIN 1u
+#define REPL_PROTO_MAX 1u
+#define REPL_NAME_LEN 64u
+#define REPL_NONCE_LEN 32u
+#define REPL_MAC_LEN 32u
+#define REPL_HISTORY 4u
+#define REPL_MAX_DATA (1u << 20)      /* largest WRITE / RS_DATA payload */
+#define REPL_MAX_BITMAP_WORDS 4096u   /* u64 words in one BITMAP message */
+#define REPL_MAX_ACKS 512u            /* entries in one ACK message */
+#define REPL_MAX_ERROR 200u
+
+/* features (none yet; both sides send the bits they know, use the AND) */
+#define REPL_FEATURES_KNOWN 0ull
+
+enum repl_type {
+	REPL_HELLO = 1,
+	REPL_AUTH = 2,
+	REPL_STATE = 3,
+	REPL_BITMAP = 4,
+	REPL_BITMAP_END = 5,
+	REPL_ERROR = 6,
+	REPL_WRITE = 10,    /* data write, payload follows */
+	REPL_TRIM = 11,     /* extent: contents unspecified (zero here) */
+	REPL_ZERO = 12,     /* extent: contents zero */
+	REPL_FLUSH = 13,    /* barrier: every earlier write durable, then ack */
+	REPL_ACK = 14,      /* batched completions of WRITE..FLUSH and RS_DATA */
+	REPL_PING = 15,
+	REPL_PONG = 16,
+	REPL_RS_DATA = 20,  /* resync: source's data of a region, payload follows */
+	REPL_RS_DONE = 21,  /* resync finished: the target adopts the source's generation */
+	REPL_SET_GEN = 22,  /* the primary starts a new data generation (both adopt it) */
+	REPL_TYPE_MAX
+};
+
+struct repl_hdr {
+	uint32_t magic;  /* REPL_HDR_MAGIC */
+	uint16_t type;   /* enum repl_type */
+	uint16_t flags;  /* zero: no per-message flags defined */
+	uint32_t len;    /* body bytes after this header */
+	uint32_t reserved;
+} __attribute__((packed));
+
+struct repl_hello {
+	uint64_t magic; /* REPL_HELLO_MAGIC */
+	uint16_t proto_min, proto_max;
+	uint32_t reserved0;
+	uint64_t features;
+	char cluster[REPL_NAME_LEN]; /* NUL padded */
+	char node[REPL_NAME_LEN];    /* the sender */
+	char volume[REPL_NAME_LEN];
+	uint8_t nonce[REPL_NONCE_LEN];
+	uint8_t reserved[32];
+} __attribute__((packed));
+
+struct repl_auth {
+	uint8_t mac[REPL_MAC_LEN];
+} __attribute__((packed));
+
+/* STATE flags */
+#define REPL_ST_UPTODATE (1u << 0)
+#define REPL_ST_CONSISTENT (1u << 1)
+#define REPL_ST_CRASHED_PRIMARY (1u << 2) /* was primary and did not shut down cleanly */
+#define REPL_ST_KNOWN ((1u << 3) - 1)
+
+enum repl_role { REPL_ROLE_SECONDARY = 0, REPL_ROLE_PRIMARY = 1 };
+
+struct repl_state {
+	uint64_t size;
+	uint64_t gen_current, gen_bitmap;
+	uint64_t gen_history[REPL_HISTORY];
+	uint32_t flags;
+	uint8_t role;  /* enum repl_role */
+	uint8_t disk;  /* the sender's disk state (vol_disk numbering) */
+	uint16_t reserved0;
+	uint32_t bm_granularity;
+	uint32_t reserved1;
+	uint64_t oos_bits; /* bits set in the sender's bitmap */
+} __attribute__((packed));
+
+/* BITMAP: `words` u64 words starting at word index `start` follow. */
+struct repl_bitmap {
+	uint64_t start;
+	uint32_t words;
+	uint32_t reserved;
+} __attribute__((packed));
+
+#define REPL_F_FUA 1u
+#define REPL_F_KNOWN REPL_F_FUA
+
+/* WRITE and RS_DATA (payload of len bytes follows); TRIM and ZERO (none). */
+struct repl_io {
+	uint64_t seq; /* per connection and direction, from 1, +1 per request */
+	uint64_t off;
+	uint32_t len;
+	uint32_t flags; /* REPL_F_* */
+} __attribute__((packed));
+
+struct repl_flush {
+	uint64_t seq;
+} __attribute__((packed));
+
+struct repl_ack_entry {
+	uint64_t seq;
+	int32_t res; /* 0 or -errno (Linux numbering) */
+	uint32_t reserved;
+} __attribute__((packed));
+
+/* ACK: count entries follow. */
+struct repl_ack {
+	uint32_t count;
+	uint32_t reserved;
+} __attribute__((packed));
+
+struct repl_ping {
+	uint64_t cookie;
+} __attribute__((packed));
+
+struct repl_gen {
+	uint64_t gen_current;
+	uint64_t gen_bitmap; /* RS_DONE: zero; SET_GEN: the generation it replaces */
+} __attribute__((packed));
+
+/* ERROR: a message of len bytes (printable ASCII, <= REPL_MAX_ERROR) follows. */
+
+_Static_assert(sizeof(struct repl_hdr) == 16, "header");
+_Static_assert(sizeof(struct repl_hello) == 280, "hello");
+_Static_assert(sizeof(struct repl_state) == 80, "state");
+_Static_assert(sizeof(struct repl_io) == 24, "io");
+_Static_assert(sizeof(struct repl_ack_entry) == 16, "ack entry");
+
+#endif

@@ -1,0 +1,2016 @@
+/* Replication of one volume with its peer (repl.h has the states,
+ * transitions and invariants; include/proto/repl.h the wire format).
+ *
+ * Sections: connection set-up and authentication, the generation handshake,
+ * the primary's write path, the secondary's apply path, resync, keepalive and
+ * the lazy bitmap cleaner, admin commands, the listener. */
+#include "repl.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/tcp.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/crypto.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "../common/list.h"
+#include "../common/log.h"
+#include "../common/util.h"
+#include "../vol/vol.h"
+#include "bitmap.h"
+#include "repl_codec.h"
+#include "repl_gen.h"
+
+#define RX_BUF (64u * 1024u)
+#define NSLOTS 65536u           /* peer requests awaiting an ack, by seq */
+#define RS_MAX_REQ (1u << 20)   /* largest resync request */
+#define RS_WINDOW (4u << 20)    /* resync bytes in flight */
+#define APPLY_MAX_BYTES (64u << 20) /* secondary: stop reading beyond this */
+#define RETRY_MIN_MS 200u
+#define RETRY_MAX_MS 2000u
+#define CLEAN_EVERY_NS (2ull * 1000000000ull)
+
+enum kind { K_FG = 1, K_RS, K_APPLY, K_CLEAN };
+
+enum stage { ST_HELLO = 0, ST_AUTH, ST_STATE, ST_BITMAP, ST_RUN };
+
+struct rmsg {
+	struct net_tx tx;
+	struct rconn *c;
+	uint32_t len, cap;
+	uint8_t buf[];
+};
+
+struct rapply {
+	struct vol_io io;
+	struct rconn *c;
+	uint64_t seq;
+	uint16_t type;
+	struct list link;
+};
+
+struct rsreq {
+	struct vol_io io;
+	struct repl *r;
+	struct list link;
+};
+
+struct rconn {
+	struct net_conn net;
+	struct repl *r;           /* bound volume; NULL until HELLO on the accepting side */
+	struct repl_server *srv;  /* accepting side */
+	bool dialer;
+	enum stage stage;
+	bool got_auth, sent_bm, got_bm_end, aborted, net_closed, in_srv;
+	uint8_t nonce_me[REPL_NONCE_LEN], nonce_peer[REPL_NONCE_LEN];
+	char peer_node[REPL_NAME_LEN];
+	struct repl_state pst;
+	struct repl_msg m;
+	bool have_hdr;
+	/* apply side */
+	struct list applying, apply_wait;
+	unsigned napply;
+	uint64_t apply_bytes;
+	struct rapply *rx_cur;
+	/* batched acks, sent at the end of the loop pass */
+	struct rmsg *ack;
+	uint32_t nack;
+	struct ev_deferred ack_flush, reap;
+	uint64_t last_rx_bytes, last_rx_ns;
+	struct list link; /* in the server's list */
+};
+
+struct repl {
+	struct ev_loop *ev;
+	const struct cfg *cfg;
+	struct vol *v;
+	unsigned self, peer_ix;
+	bool dialer;
+	char secret[CFG_NAME_MAX * 2];
+	uint64_t timeout_ns;
+	struct bm *bm;
+	enum repl_conn_state cs;
+	enum repl_rep_state rs;
+	bool admin_down, shutting_down;
+	struct rconn *conn;
+	/* dialing */
+	int dial_fd;
+	struct ev_op dial_op, cancel_op;
+	bool dialing;
+	struct ev_timer retry;
+	unsigned backoff_ms;
+	struct sockaddr_storage dial_sa;
+	socklen_t dial_salen;
+	/* what the peer said last */
+	bool have_peer;
+	struct repl_state peer;
+	char error[200];
+	bool split_brain;
+	/* write path */
+	uint64_t next_seq;
+	struct vol_io **slots;
+	struct list inflight, waiting;
+	/* resync */
+	struct list rs_inflight;
+	uint64_t rs_bytes, rs_cursor, rs_total, rs_done_bytes;
+	uint64_t rate_t0, rate_b0, rate_bps;
+	struct ev_deferred rs_kick;
+	/* keepalive and cleaner */
+	struct ev_timer tick;
+	uint64_t last_ping_ns, last_clean_ns, ping_cookie;
+	uint64_t *busy, *cand;
+	bool cleaning;
+	unsigned clean_parts;
+	struct vol_io clean_local, clean_peer;
+	unsigned nbound; /* connections bound to this volume, alive or draining */
+	/* demotion: the peer has heard of it once its pong for this cookie is back */
+	uint64_t demote_cookie;
+};
+
+struct repl_server {
+	struct ev_loop *ev;
+	const struct cfg *cfg;
+	unsigned self;
+	struct net_listener lis;
+	struct vol *vols[CFG_MAX_VOLUMES];
+	unsigned nvols;
+	struct list conns; /* not yet bound to a volume */
+	unsigned nconns;
+};
+
+static void conn_lost(struct repl *r, const char *why);
+static void conn_fail(struct rconn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void rs_pump(struct repl *r);
+static void fg_unblock(struct repl *r);
+static void schedule_dial(struct repl *r);
+
+const char *repl_conn_name(enum repl_conn_state s)
+{
+	static const char *const n[] = { "standalone", "connecting", "connected" };
+	return (unsigned)s < ARRAY_SIZE(n) ? n[s] : "?";
+}
+
+const char *repl_rep_name(enum repl_rep_state s)
+{
+	static const char *const n[] = { "off", "established", "syncsource", "synctarget" };
+	return (unsigned)s < ARRAY_SIZE(n) ? n[s] : "?";
+}
+
+static const char *peer_name(const struct repl *r)
+{
+	return r->cfg->nodes[r->peer_ix].name;
+}
+
+static bool overlap(uint64_t a, uint64_t al, uint64_t b, uint64_t bl)
+{
+	return a < b + bl && b < a + al;
+}
+
+static void set_rs(struct repl *r, enum repl_rep_state s)
+{
+	if (r->rs == s)
+		return;
+	log_info("volume %s: replication with %s: %s -> %s", r->v->name, peer_name(r),
+		 repl_rep_name(r->rs), repl_rep_name(s));
+	r->rs = s;
+}
+
+static void set_cs(struct repl *r, enum repl_conn_state s)
+{
+	if (r->cs == s)
+		return;
+	log_info("volume %s: connection to %s: %s -> %s", r->v->name, peer_name(r),
+		 repl_conn_name(r->cs), repl_conn_name(s));
+	r->cs = s;
+}
+
+/* ---- small messages ---- */
+
+static void rmsg_done(struct net_tx *tx, int err)
+{
+	(void)err;
+	free(container_of(tx, struct rmsg, tx));
+}
+
+static struct rmsg *rmsg_new(uint32_t cap)
+{
+	struct rmsg *m = malloc(sizeof(*m) + cap);
+	if (m) {
+		m->len = 0;
+		m->cap = cap;
+	}
+	return m;
+}
+
+static bool conn_usable(const struct rconn *c)
+{
+	return c && !c->aborted && !c->net.closing && !c->net.closed;
+}
+
+static void rmsg_send(struct rconn *c, struct rmsg *m)
+{
+	m->tx.iov[0].iov_base = m->buf;
+	m->tx.iov[0].iov_len = m->len;
+	m->tx.iovcnt = 1;
+	m->tx.done = rmsg_done;
+	net_send(&c->net, &m->tx);
+}
+
+static void send_small(struct rconn *c, const uint8_t *buf, size_t len)
+{
+	struct rmsg *m;
+
+	if (!conn_usable(c))
+		return;
+	m = rmsg_new((uint32_t)len);
+	if (!m) {
+		conn_fail(c, "out of memory");
+		return;
+	}
+	memcpy(m->buf, buf, len);
+	m->len = (uint32_t)len;
+	rmsg_send(c, m);
+}
+
+/* ---- generations and persistent state ---- */
+
+static uint64_t new_gen(void)
+{
+	uint64_t g = 0;
+	while (g <= GEN_EMPTY)
+		if (getrandom(&g, sizeof(g), 0) != sizeof(g))
+			g = now_ns() ^ ((uint64_t)getpid() << 32);
+	return g;
+}
+
+static struct md_sb *sb(struct repl *r)
+{
+	return &r->v->md->sb;
+}
+
+/* A primary writing without its peer starts a new data generation, so that
+ * the peer's copy is recognised as older (gen_branch in repl_gen.h). */
+static void gen_branch(struct repl *r)
+{
+	if (sb(r)->gen_bitmap != GEN_NONE)
+		return;
+	sb(r)->gen_bitmap = sb(r)->gen_current;
+	sb(r)->gen_current = new_gen();
+	log_info("volume %s: writing without %s: new data generation %016llx (bitmap %016llx)",
+		 r->v->name, peer_name(r), (unsigned long long)sb(r)->gen_current,
+		 (unsigned long long)sb(r)->gen_bitmap);
+	vol_md_write(r->v);
+}
+
+static void fill_state(struct repl *r, struct repl_state *s)
+{
+	const struct md_sb *m = sb(r);
+
+	memset(s, 0, sizeof(*s));
+	s->size = r->v->size;
+	s->gen_current = m->gen_current;
+	s->gen_bitmap = m->gen_bitmap;
+	for (unsigned i = 0; i < REPL_HISTORY; i++)
+		s->gen_history[i] = m->gen_history[i];
+	if (r->v->disk == VOL_UPTODATE)
+		s->flags |= REPL_ST_UPTODATE;
+	if (r->v->disk == VOL_UPTODATE || r->v->disk == VOL_OUTDATED)
+		s->flags |= REPL_ST_CONSISTENT;
+	if (r->v->crashed_primary)
+		s->flags |= REPL_ST_CRASHED_PRIMARY;
+	s->role = r->v->role == VOL_PRIMARY ? REPL_ROLE_PRIMARY : REPL_ROLE_SECONDARY;
+	s->disk = (uint8_t)r->v->disk;
+	s->bm_granularity = bm_granularity(r->bm);
+	s->oos_bits = 0;
+	for (uint64_t i = 0; i < bm_words(r->bm); i++)
+		s->oos_bits += (uint64_t)__builtin_popcountll(bm_disk_word(r->bm, i));
+}
+
+static void send_state(struct rconn *c)
+{
+	uint8_t b[REPL_ENC_MAX];
+	struct repl_state s;
+
+	fill_state(c->r, &s);
+	send_small(c, b, repl_enc_state(b, &s));
+}
+
+/* ---- connection life ---- */
+
+static void reap_fn(struct ev_deferred *d)
+{
+	struct rconn *c = container_of(d, struct rconn, reap);
+
+	if (!c->net_closed || c->napply)
+		return;
+	if (c->in_srv) {
+		list_del(&c->link);
+		c->srv->nconns--;
+	}
+	if (c->r)
+		c->r->nbound--;
+	ev_undefer(c->net.ev, &c->ack_flush);
+	free(c->ack);
+	net_conn_destroy(&c->net);
+	free(c);
+}
+
+static void on_closed(struct net_conn *nc)
+{
+	struct rconn *c = container_of(nc, struct rconn, net);
+
+	c->net_closed = true;
+	if (c->r && c->r->conn == c)
+		conn_lost(c->r, "connection closed");
+	ev_defer(nc->ev, &c->reap);
+}
+
+static void conn_abort(struct rconn *c)
+{
+	if (c->aborted)
+		return;
+	c->aborted = true;
+	if (c->r && c->r->conn == c)
+		conn_lost(c->r, NULL);
+	net_abort(&c->net);
+}
+
+static void conn_fail(struct rconn *c, const char *fmt, ...)
+{
+	char msg[REPL_MAX_ERROR + 1];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	log_warn("replication%s%s%s%s: %s", c->r ? " of volume " : "", c->r ? c->r->v->name : "",
+		 c->peer_node[0] ? " with " : "", c->peer_node, msg);
+	if (c->r && (c->r->conn == c || !c->r->conn))
+		snprintf(c->r->error, sizeof(c->r->error), "%s", msg);
+	conn_abort(c);
+}
+
+/* Refuses the peer: tells it why (ERROR), then closes once that is sent. */
+static void conn_refuse(struct rconn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void conn_refuse(struct rconn *c, const char *fmt, ...)
+{
+	char msg[REPL_MAX_ERROR + 1];
+	uint8_t b[sizeof(struct repl_hdr) + REPL_MAX_ERROR];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	log_warn("replication%s%s%s%s: refused: %s", c->r ? " of volume " : "",
+		 c->r ? c->r->v->name : "", c->peer_node[0] ? " with " : "", c->peer_node, msg);
+	if (c->r)
+		snprintf(c->r->error, sizeof(c->r->error), "%s", msg);
+	send_small(c, b, repl_enc_error(b, msg));
+	if (c->r && c->r->conn == c)
+		conn_lost(c->r, NULL);
+	c->aborted = true;
+	net_close(&c->net);
+}
+
+/* Copies a name into a NUL-padded wire field (the field is zeroed first). */
+static void put_name(void *dst, const char *name)
+{
+	memcpy(dst, name, strnlen(name, REPL_NAME_LEN - 1));
+}
+
+static void hmac_for(const struct repl *r, const struct rconn *c, bool from_dialer,
+		     const char *sender, uint8_t out[REPL_MAC_LEN])
+{
+	static const char tag[] = "tandem-repl-auth-1";
+	uint8_t msg[sizeof(tag) + 1 + 2 * REPL_NONCE_LEN + 4 * REPL_NAME_LEN];
+	const uint8_t *nd = c->dialer ? c->nonce_me : c->nonce_peer;
+	const uint8_t *na = c->dialer ? c->nonce_peer : c->nonce_me;
+	size_t n = 0;
+	unsigned len = 0;
+
+	memset(msg, 0, sizeof(msg));
+	memcpy(msg, tag, sizeof(tag) - 1);
+	n = sizeof(tag) - 1;
+	msg[n++] = from_dialer ? 'D' : 'A';
+	memcpy(msg + n, nd, REPL_NONCE_LEN);
+	n += REPL_NONCE_LEN;
+	memcpy(msg + n, na, REPL_NONCE_LEN);
+	n += REPL_NONCE_LEN;
+	put_name(msg + n, r->cfg->cluster);
+	n += REPL_NAME_LEN;
+	put_name(msg + n, r->v->name);
+	n += REPL_NAME_LEN;
+	put_name(msg + n, sender);
+	n += REPL_NAME_LEN;
+	HMAC(EVP_sha256(), r->secret, (int)strlen(r->secret), msg, n, out, &len);
+}
+
+static void send_hello(struct rconn *c, const char *volume)
+{
+	uint8_t b[REPL_ENC_MAX];
+	struct repl_hello h;
+	const struct cfg *cfg = c->r ? c->r->cfg : c->srv->cfg;
+	unsigned self = c->r ? c->r->self : c->srv->self;
+
+	memset(&h, 0, sizeof(h));
+	h.magic = REPL_HELLO_MAGIC;
+	h.proto_min = REPL_PROTO_MIN;
+	h.proto_max = REPL_PROTO_MAX;
+	h.features = REPL_FEATURES_KNOWN;
+	put_name(h.cluster, cfg->cluster);
+	put_name(h.node, cfg->nodes[self].name);
+	put_name(h.volume, volume);
+	memcpy(h.nonce, c->nonce_me, sizeof(h.nonce));
+	send_small(c, b, repl_enc_hello(b, &h));
+}
+
+static void send_auth(struct rconn *c)
+{
+	uint8_t b[REPL_ENC_MAX];
+	struct repl_auth a;
+
+	hmac_for(c->r, c, c->dialer, c->r->cfg->nodes[c->r->self].name, a.mac);
+	send_small(c, b, repl_enc_auth(b, &a));
+}
+
+/* Sends the disk view of the change bitmap: every region that may differ. */
+static void send_bitmap(struct rconn *c)
+{
+	struct bm *bm = c->r->bm;
+	uint64_t nw = bm_words(bm), i = 0;
+	uint8_t b[16];
+
+	while (i < nw) {
+		uint64_t start, n = 0;
+		struct rmsg *m;
+		while (i < nw && bm_disk_word(bm, i) == 0)
+			i++;
+		if (i == nw)
+			break;
+		start = i;
+		while (i < nw && n < REPL_MAX_BITMAP_WORDS && bm_disk_word(bm, i) != 0) {
+			i++;
+			n++;
+		}
+		m = rmsg_new((uint32_t)(32 + n * 8));
+		if (!m) {
+			conn_fail(c, "out of memory");
+			return;
+		}
+		m->len = (uint32_t)repl_enc_bitmap(m->buf, start, (uint32_t)n);
+		for (uint64_t k = 0; k < n; k++) {
+			repl_put_word(m->buf + m->len, bm_disk_word(bm, start + k));
+			m->len += 8;
+		}
+		rmsg_send(c, m);
+	}
+	send_small(c, b, repl_enc_empty(b, REPL_BITMAP_END));
+	c->sent_bm = true;
+}
+
+static struct rconn *rconn_new(void)
+{
+	struct rconn *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	list_init(&c->applying);
+	list_init(&c->apply_wait);
+	list_init(&c->link);
+	if (getrandom(c->nonce_me, sizeof(c->nonce_me), 0) != (ssize_t)sizeof(c->nonce_me)) {
+		free(c);
+		return NULL;
+	}
+	return c;
+}
+
+/* ---- the primary's write path ---- */
+
+static bool peer_ready(const struct repl *r)
+{
+	return conn_usable(r->conn) && r->conn->stage == ST_RUN &&
+	       (r->rs == RR_ESTABLISHED || r->rs == RR_SYNCSOURCE);
+}
+
+static uint64_t slot_of(uint64_t seq)
+{
+	return seq & (NSLOTS - 1);
+}
+
+/* Takes a sequence number and a slot for a request to the peer; false when
+ * the window is full (then the peer is treated as gone for this request). */
+static bool slot_take(struct repl *r, struct vol_io *io)
+{
+	uint64_t seq = r->next_seq + 1;
+
+	if (r->slots[slot_of(seq)])
+		return false;
+	r->next_seq = seq;
+	io->rep.seq = seq;
+	r->slots[slot_of(seq)] = io;
+	return true;
+}
+
+static void fg_finish(struct repl *r, struct vol_io *io)
+{
+	list_del(&io->rep.link);
+	/* A whole region overwritten on both copies is in sync by definition. */
+	if (io->rep.peer_ok && io->rep.lres == 0 && (io->type == BS_WRITE || io->type == BS_ZERO))
+		bm_clear_oos(r->bm, io->off, io->len);
+	vol_complete(io, io->rep.lres);
+	fg_unblock(r);
+	if (r->rs == RR_SYNCSOURCE)
+		ev_defer(r->ev, &r->rs_kick);
+}
+
+static void fg_put(struct repl *r, struct vol_io *io)
+{
+	if (--io->rep.pending == 0)
+		fg_finish(r, io);
+}
+
+static void fg_local_done(struct vol_io *io, int res)
+{
+	io->rep.lres = res;
+	fg_put(io->vol->repl, io);
+}
+
+static void fg_tx_done(struct net_tx *tx, int err)
+{
+	struct vol_io *io = container_of(tx, struct vol_io, rep.tx);
+	(void)err;
+	fg_put(io->vol->repl, io);
+}
+
+static void fg_send(struct repl *r, struct vol_io *io)
+{
+	struct repl_io w;
+	uint16_t type;
+	size_t n;
+
+	if (io->type == BS_FLUSH) {
+		if (!slot_take(r, io))
+			goto no_peer;
+		n = repl_enc_flush(io->rep.hdr, io->rep.seq);
+	} else {
+		if (io->len > REPL_MAX_DATA * 4096ull || !slot_take(r, io))
+			goto no_peer;
+		type = io->type == BS_WRITE ? REPL_WRITE : io->type == BS_TRIM ? REPL_TRIM : REPL_ZERO;
+		w.seq = io->rep.seq;
+		w.off = io->off;
+		w.len = (uint32_t)io->len;
+		w.flags = (io->flags & BS_F_FUA) ? REPL_F_FUA : 0;
+		n = repl_enc_io(io->rep.hdr, type, &w);
+	}
+	io->rep.pending += 2; /* the ack and the send */
+	io->rep.tx.iov[0].iov_base = io->rep.hdr;
+	io->rep.tx.iov[0].iov_len = n;
+	io->rep.tx.iovcnt = 1;
+	if (io->type == BS_WRITE) {
+		io->rep.tx.iov[1].iov_base = io->buf;
+		io->rep.tx.iov[1].iov_len = io->len;
+		io->rep.tx.iovcnt = 2;
+	}
+	io->rep.tx.done = fg_tx_done;
+	net_send(&r->conn->net, &io->rep.tx);
+	return;
+no_peer:
+	log_warn("volume %s: request window to %s full or request too large; marking out of sync",
+		 r->v->name, peer_name(r));
+	if (io->type != BS_FLUSH)
+		bm_set_oos(r->bm, io->off, io->len);
+}
+
+static void fg_go(struct repl *r, struct vol_io *io)
+{
+	io->rep.pending = 1;
+	if (peer_ready(r)) {
+		fg_send(r, io);
+	} else if (io->type != BS_FLUSH) {
+		gen_branch(r); /* the first write without the peer starts a generation */
+		bm_set_oos(r->bm, io->off, io->len);
+	}
+	vol_local(r->v, io, fg_local_done);
+}
+
+static void fg_bm_done(struct bm_waiter *w, int err)
+{
+	struct vol_io *io = container_of(w, struct vol_io, rep.bmw);
+	struct repl *r = io->vol->repl;
+
+	if (err) {
+		list_del(&io->rep.link);
+		vol_complete(io, -EIO);
+		fg_unblock(r);
+		return;
+	}
+	fg_go(r, io);
+}
+
+static void fg_start(struct repl *r, struct vol_io *io)
+{
+	struct list *pos, *tmp;
+
+	list_add_tail(&r->inflight, &io->rep.link);
+	/* R4: resync reads of this region not yet sent are now stale. */
+	list_for_each_safe(pos, tmp, &r->rs_inflight) {
+		struct rsreq *q = container_of(pos, struct rsreq, link);
+		if (!q->io.rep.seq && overlap(q->io.off, q->io.len, io->off, io->len))
+			q->io.rep.stale = true;
+	}
+	io->rep.bmw.cb = fg_bm_done;
+	if (bm_intent(r->bm, io->off, io->len, &io->rep.bmw))
+		fg_go(r, io);
+}
+
+/* R3: overlaps a write in flight, or one waiting before it. */
+static bool fg_conflicts(struct repl *r, struct vol_io *io, struct list *upto)
+{
+	struct list *pos, *tmp;
+
+	list_for_each_safe(pos, tmp, &r->inflight) {
+		struct vol_io *o = container_of(pos, struct vol_io, rep.link);
+		if (overlap(o->off, o->len, io->off, io->len))
+			return true;
+	}
+	list_for_each_safe(pos, tmp, &r->waiting) {
+		struct vol_io *o = container_of(pos, struct vol_io, rep.link);
+		if (pos == upto)
+			break;
+		if (overlap(o->off, o->len, io->off, io->len))
+			return true;
+	}
+	return false;
+}
+
+static void fg_unblock(struct repl *r)
+{
+	struct list *pos, *tmp;
+
+	list_for_each_safe(pos, tmp, &r->waiting) {
+		struct vol_io *io = container_of(pos, struct vol_io, rep.link);
+		if (fg_conflicts(r, io, pos))
+			continue;
+		list_del(pos);
+		fg_start(r, io);
+		/* fg_start may complete nothing synchronously, so the walk stays valid. */
+	}
+}
+
+void repl_submit(struct repl *r, struct vol_io *io)
+{
+	memset(&io->rep, 0, sizeof(io->rep));
+	io->rep.kind = K_FG;
+	list_init(&io->rep.link);
+	if (io->type == BS_FLUSH) {
+		fg_go(r, io);
+		return;
+	}
+	if (fg_conflicts(r, io, &r->waiting)) {
+		list_add_tail(&r->waiting, &io->rep.link);
+		return;
+	}
+	fg_start(r, io);
+}
+
+/* ---- resync: the source side ---- */
+
+static void rs_free(struct repl *r, struct rsreq *q)
+{
+	list_del(&q->link);
+	r->rs_bytes -= q->io.len;
+	free(q->io.buf);
+	free(q);
+	ev_defer(r->ev, &r->rs_kick);
+}
+
+static void rs_put(struct repl *r, struct rsreq *q)
+{
+	if (--q->io.rep.pending == 0)
+		rs_free(r, q);
+}
+
+static void rs_tx_done(struct net_tx *tx, int err)
+{
+	struct vol_io *io = container_of(tx, struct vol_io, rep.tx);
+	struct rsreq *q = container_of(io, struct rsreq, io);
+	(void)err;
+	rs_put(q->r, q);
+}
+
+static void rs_read_done(struct vol_io *io, int res)
+{
+	struct rsreq *q = container_of(io, struct rsreq, io);
+	struct repl *r = q->r;
+	struct repl_io w;
+	size_t n;
+
+	if (res || io->rep.stale || !peer_ready(r) || r->rs != RR_SYNCSOURCE || !slot_take(r, io)) {
+		rs_free(r, q);
+		return;
+	}
+	w.seq = io->rep.seq;
+	w.off = io->off;
+	w.len = (uint32_t)io->len;
+	w.flags = 0;
+	n = repl_enc_io(io->rep.hdr, REPL_RS_DATA, &w);
+	io->rep.pending = 2;
+	io->rep.tx.iov[0].iov_base = io->rep.hdr;
+	io->rep.tx.iov[0].iov_len = n;
+	io->rep.tx.iov[1].iov_base = io->buf;
+	io->rep.tx.iov[1].iov_len = io->len;
+	io->rep.tx.iovcnt = 2;
+	io->rep.tx.done = rs_tx_done;
+	net_send(&r->conn->net, &io->rep.tx);
+}
+
+static void rs_acked(struct repl *r, struct rsreq *q, int res)
+{
+	uint64_t now = ev_now(r->ev);
+
+	if (res == 0) {
+		bm_clear_oos(r->bm, q->io.off, q->io.len);
+		r->rs_done_bytes += q->io.len;
+	}
+	if (now - r->rate_t0 >= 1000000000ull) {
+		r->rate_bps = (r->rs_done_bytes - r->rate_b0) * 1000000000ull / (now - r->rate_t0);
+		r->rate_t0 = now;
+		r->rate_b0 = r->rs_done_bytes;
+	}
+	rs_put(r, q);
+}
+
+static bool busy_with(struct repl *r, struct list *l, uint64_t off, uint64_t len, bool rs)
+{
+	struct list *pos, *tmp;
+	list_for_each_safe(pos, tmp, l) {
+		struct vol_io *o = rs ? &container_of(pos, struct rsreq, link)->io :
+					container_of(pos, struct vol_io, rep.link);
+		if (overlap(o->off, o->len, off, len))
+			return true;
+	}
+	(void)r;
+	return false;
+}
+
+static void rs_finish(struct repl *r)
+{
+	uint8_t b[64];
+
+	gen_push_history(sb(r)->gen_history, sb(r)->gen_bitmap);
+	sb(r)->gen_bitmap = GEN_NONE;
+	vol_md_write(r->v);
+	send_small(r->conn, b, repl_enc_gen(b, REPL_RS_DONE, sb(r)->gen_current, 0));
+	log_info("volume %s: resync to %s done: %llu bytes", r->v->name, peer_name(r),
+		 (unsigned long long)r->rs_done_bytes);
+	r->rate_bps = 0;
+	set_rs(r, RR_ESTABLISHED);
+	r->peer.disk = VOL_UPTODATE;
+}
+
+static void rs_kick_fn(struct ev_deferred *d)
+{
+	rs_pump(container_of(d, struct repl, rs_kick));
+}
+
+static void rs_pump(struct repl *r)
+{
+	uint64_t gran = bm_granularity(r->bm), nbits = bm_nbits(r->bm), scanned = 0;
+
+	if (r->rs != RR_SYNCSOURCE || !peer_ready(r))
+		return;
+	while (r->rs_bytes < RS_WINDOW && scanned < nbits) {
+		int64_t b = bm_next_oos(r->bm, r->rs_cursor);
+		uint64_t off, len, k = 1;
+		struct rsreq *q;
+
+		if (b < 0)
+			break;
+		if ((uint64_t)b < r->rs_cursor)
+			scanned += nbits - r->rs_cursor + (uint64_t)b; /* wrapped */
+		else
+			scanned += (uint64_t)b - r->rs_cursor;
+		while (k * gran < RS_MAX_REQ && (uint64_t)b + k < nbits &&
+		       bm_test_oos(r->bm, (uint64_t)b + k))
+			k++;
+		off = (uint64_t)b * gran;
+		len = MIN(k * gran, r->v->size - off);
+		r->rs_cursor = (uint64_t)b + k;
+		scanned += k;
+		/* R4: a region with a foreground write or a resync in flight is
+		 * taken on a later pass. */
+		if (busy_with(r, &r->inflight, off, len, false) ||
+		    busy_with(r, &r->rs_inflight, off, len, true))
+			continue;
+		q = calloc(1, sizeof(*q));
+		if (!q || !(q->io.buf = alloc_aligned(len))) {
+			free(q);
+			break;
+		}
+		q->r = r;
+		q->io.type = BS_READ;
+		q->io.off = off;
+		q->io.len = len;
+		q->io.rep.kind = K_RS;
+		list_add_tail(&r->rs_inflight, &q->link);
+		r->rs_bytes += len;
+		vol_local(r->v, &q->io, rs_read_done);
+	}
+	if (bm_oos_count(r->bm) == 0 && list_empty(&r->rs_inflight))
+		rs_finish(r);
+}
+
+/* ---- the secondary's apply path ---- */
+
+static void ack_flush_fn(struct ev_deferred *d)
+{
+	struct rconn *c = container_of(d, struct rconn, ack_flush);
+	struct rmsg *m = c->ack;
+
+	c->ack = NULL;
+	if (!m)
+		return;
+	repl_enc_ack_hdr(m->buf, c->nack);
+	c->nack = 0;
+	if (!conn_usable(c)) {
+		free(m);
+		return;
+	}
+	rmsg_send(c, m);
+}
+
+static void ack_add(struct rconn *c, uint64_t seq, int res)
+{
+	if (!conn_usable(c))
+		return;
+	if (c->ack && c->nack == REPL_MAX_ACKS)
+		ack_flush_fn(&c->ack_flush);
+	if (!c->ack) {
+		c->ack = rmsg_new(sizeof(struct repl_hdr) + sizeof(struct repl_ack) +
+				  REPL_MAX_ACKS * sizeof(struct repl_ack_entry));
+		if (!c->ack) {
+			conn_fail(c, "out of memory");
+			return;
+		}
+		c->ack->len = sizeof(struct repl_hdr) + sizeof(struct repl_ack);
+		c->nack = 0;
+	}
+	repl_enc_ack_entry(c->ack->buf + c->ack->len, seq, res);
+	c->ack->len += sizeof(struct repl_ack_entry);
+	c->nack++;
+	ev_defer(c->net.ev, &c->ack_flush);
+}
+
+static bool apply_conflicts(struct rconn *c, struct rapply *a, struct list *upto)
+{
+	struct list *pos, *tmp;
+
+	/* R5: a FLUSH waits for everything before it; writes wait for earlier
+	 * overlapping writes (and nothing waits for a FLUSH). */
+	list_for_each_safe(pos, tmp, &c->applying) {
+		struct rapply *o = container_of(pos, struct rapply, link);
+		if (o->type == REPL_FLUSH)
+			continue;
+		if (a->type == REPL_FLUSH || overlap(o->io.off, o->io.len, a->io.off, a->io.len))
+			return true;
+	}
+	list_for_each_safe(pos, tmp, &c->apply_wait) {
+		struct rapply *o = container_of(pos, struct rapply, link);
+		if (pos == upto)
+			break;
+		if (o->type == REPL_FLUSH)
+			continue;
+		if (a->type == REPL_FLUSH || overlap(o->io.off, o->io.len, a->io.off, a->io.len))
+			return true;
+	}
+	return false;
+}
+
+static void apply_start(struct rconn *c, struct rapply *a);
+
+static void apply_done(struct vol_io *io, int res)
+{
+	struct rapply *a = container_of(io, struct rapply, io);
+	struct rconn *c = a->c;
+	struct list *pos, *tmp;
+
+	list_del(&a->link);
+	c->napply--;
+	c->apply_bytes -= a->type == REPL_WRITE || a->type == REPL_RS_DATA ? a->io.len : 0;
+	if (res == 0 && a->type == REPL_RS_DATA && c->r)
+		bm_clear_oos(c->r->bm, a->io.off, a->io.len);
+	if (res == 0 && a->type != REPL_FLUSH && a->type != REPL_RS_DATA && c->r &&
+	    c->r->rs == RR_SYNCTARGET && (a->type == REPL_WRITE || a->type == REPL_ZERO))
+		bm_clear_oos(c->r->bm, a->io.off, a->io.len);
+	ack_add(c, a->seq, res);
+	free(a->io.buf);
+	free(a);
+	list_for_each_safe(pos, tmp, &c->apply_wait) {
+		struct rapply *w = container_of(pos, struct rapply, link);
+		if (apply_conflicts(c, w, pos))
+			continue;
+		list_del(pos);
+		apply_start(c, w);
+	}
+	if (c->net.rx_paused && c->apply_bytes < APPLY_MAX_BYTES / 2 && !c->aborted)
+		net_rx_resume(&c->net);
+	if (c->net_closed)
+		ev_defer(c->net.ev, &c->reap);
+}
+
+static void apply_start(struct rconn *c, struct rapply *a)
+{
+	list_add_tail(&c->applying, &a->link);
+	vol_local(c->r->v, &a->io, apply_done);
+}
+
+static void apply_queue(struct rconn *c, struct rapply *a)
+{
+	c->napply++;
+	if (apply_conflicts(c, a, &c->apply_wait)) {
+		list_add_tail(&c->apply_wait, &a->link);
+		return;
+	}
+	apply_start(c, a);
+}
+
+static struct rapply *apply_new(struct rconn *c, const struct repl_msg *m)
+{
+	struct rapply *a = calloc(1, sizeof(*a));
+
+	if (!a)
+		return NULL;
+	a->c = c;
+	a->type = m->type;
+	a->io.rep.kind = K_APPLY;
+	if (m->type == REPL_FLUSH) {
+		a->seq = m->u.flush.seq;
+		a->io.type = BS_FLUSH;
+		return a;
+	}
+	a->seq = m->u.io.seq;
+	a->io.off = m->u.io.off;
+	a->io.len = m->u.io.len;
+	a->io.flags = (m->u.io.flags & REPL_F_FUA) ? BS_F_FUA : 0;
+	switch (m->type) {
+	case REPL_WRITE:
+	case REPL_RS_DATA: a->io.type = BS_WRITE; break;
+	case REPL_TRIM: a->io.type = BS_TRIM; break;
+	default: a->io.type = BS_ZERO; a->io.flags |= BS_F_MAY_TRIM; break;
+	}
+	return a;
+}
+
+static void data_rx_done(struct net_conn *nc, int err)
+{
+	struct rconn *c = container_of(nc, struct rconn, net);
+	struct rapply *a = c->rx_cur;
+
+	c->rx_cur = NULL;
+	if (err) {
+		free(a->io.buf);
+		free(a);
+		return;
+	}
+	apply_queue(c, a);
+	if (c->apply_bytes >= APPLY_MAX_BYTES)
+		net_rx_pause(nc);
+}
+
+/* ---- handshake ---- */
+
+static void fill_view(const struct repl_state *s, bool primary, struct gen_view *g)
+{
+	g->current = s->gen_current;
+	g->bitmap = s->gen_bitmap;
+	for (int i = 0; i < GEN_HISTORY; i++)
+		g->history[i] = s->gen_history[i];
+	g->primary = primary;
+	g->crashed_primary = s->flags & REPL_ST_CRASHED_PRIMARY;
+	g->has_bits = s->oos_bits != 0;
+}
+
+/* Both STATEs and both bitmaps are known: decide what this connection is. */
+static void handshake_decide(struct rconn *c)
+{
+	struct repl *r = c->r;
+	struct repl_state me;
+	struct gen_view gm, gp;
+	struct gen_decision d;
+	bool me_first = strcmp(r->cfg->nodes[r->self].name, c->peer_node) < 0;
+
+	fill_state(r, &me);
+	/* The bitmap just merged is part of what this side knows to differ. */
+	me.oos_bits += bm_oos_count(r->bm);
+	fill_view(&me, r->v->role == VOL_PRIMARY, &gm);
+	fill_view(&c->pst, c->pst.role == REPL_ROLE_PRIMARY, &gp);
+	if (c->pst.size != r->v->size) {
+		conn_refuse(c, "volume sizes differ: %llu here, %llu on %s",
+			    (unsigned long long)r->v->size, (unsigned long long)c->pst.size,
+			    c->peer_node);
+		return;
+	}
+	if (c->pst.bm_granularity != bm_granularity(r->bm)) {
+		conn_refuse(c, "bitmap granularities differ: %u here, %u on %s",
+			    bm_granularity(r->bm), c->pst.bm_granularity, c->peer_node);
+		return;
+	}
+	if (gm.primary && gp.primary) {
+		r->split_brain = true;
+		conn_refuse(c, "split brain: both nodes are primary");
+		return;
+	}
+	d = gen_decide(&gm, &gp, me_first);
+	switch (d.verdict) {
+	case GEN_SPLIT_BRAIN:
+		r->split_brain = true;
+		conn_refuse(c, "split brain: both nodes wrote independently since generation "
+			       "%016llx; run `tandemctl invalidate %s` on the node whose changes are "
+			       "to be discarded",
+			    (unsigned long long)(sb(r)->gen_bitmap ? sb(r)->gen_bitmap :
+							       sb(r)->gen_history[0]),
+			    r->v->name);
+		return;
+	case GEN_UNRELATED:
+		conn_refuse(c, "unrelated data: generations %016llx here and %016llx on %s share no "
+			       "history",
+			    (unsigned long long)gm.current, (unsigned long long)gp.current,
+			    c->peer_node);
+		return;
+	case GEN_NO_DATA:
+		conn_refuse(c, "neither node has data for this volume (both invalidated)");
+		return;
+	case GEN_TARGET:
+		if (gm.primary) {
+			conn_refuse(c, "this primary would become sync target of %s; demote it first",
+				    c->peer_node);
+			return;
+		}
+		break;
+	case GEN_SOURCE:
+		if (gp.primary) {
+			conn_refuse(c, "primary %s would become sync target; demote it first",
+				    c->peer_node);
+			return;
+		}
+		break;
+	case GEN_EQUAL:
+		break;
+	}
+	r->split_brain = false;
+	r->error[0] = '\0';
+	r->backoff_ms = RETRY_MIN_MS;
+	c->stage = ST_RUN;
+	r->have_peer = true;
+	r->peer = c->pst;
+	set_cs(r, RC_CONNECTED);
+	log_info("volume %s: connected to %s (generations %016llx / %016llx: %s%s)", r->v->name,
+		 c->peer_node, (unsigned long long)gm.current, (unsigned long long)gp.current,
+		 gen_verdict_name(d.verdict), d.full ? ", full sync" : "");
+	r->rs_done_bytes = 0;
+	r->rate_t0 = ev_now(r->ev);
+	r->rate_b0 = 0;
+	r->rate_bps = 0;
+	r->rs_cursor = 0;
+	switch (d.verdict) {
+	case GEN_EQUAL:
+		bm_clear_all_oos(r->bm);
+		if (r->v->disk == VOL_OUTDATED)
+			vol_set_disk(r->v, VOL_UPTODATE);
+		set_rs(r, RR_ESTABLISHED);
+		/* A pair created empty leaves the shared "empty" generation at the
+		 * first chance, so that a replaced empty disk is told apart. */
+		if (r->v->role == VOL_PRIMARY && sb(r)->gen_current == GEN_EMPTY) {
+			uint8_t b[64];
+			uint64_t g = new_gen();
+			gen_push_history(sb(r)->gen_history, sb(r)->gen_current);
+			sb(r)->gen_current = g;
+			vol_md_write(r->v);
+			send_small(c, b, repl_enc_gen(b, REPL_SET_GEN, g, GEN_EMPTY));
+		}
+		break;
+	case GEN_SOURCE:
+		if (d.full)
+			bm_set_all(r->bm);
+		bm_flush(r->bm, NULL);
+		r->rs_total = bm_oos_count(r->bm);
+		set_rs(r, RR_SYNCSOURCE);
+		r->peer.disk = VOL_INCONSISTENT;
+		ev_defer(r->ev, &r->rs_kick);
+		break;
+	case GEN_TARGET:
+		if (d.full)
+			bm_set_all(r->bm);
+		bm_flush(r->bm, NULL);
+		r->rs_total = bm_oos_count(r->bm);
+		vol_set_disk(r->v, VOL_INCONSISTENT);
+		set_rs(r, RR_SYNCTARGET);
+		break;
+	default:
+		break;
+	}
+	/* Tell the peer the state this side is in now. */
+	send_state(c);
+}
+
+static int on_hello(struct rconn *c, const struct repl_hello *h);
+
+/* ---- receiving ---- */
+
+static int handle_msg(struct rconn *c, const uint8_t *body)
+{
+	struct repl *r = c->r;
+	struct repl_msg *m = &c->m;
+
+	if (repl_decode_body(body, m)) {
+		conn_fail(c, "malformed message of type %u", m->type);
+		return -1;
+	}
+	if (m->type == REPL_ERROR) {
+		char msg[REPL_MAX_ERROR + 1];
+		memcpy(msg, m->var, m->var_len);
+		msg[m->var_len] = '\0';
+		if (r)
+			snprintf(r->error, sizeof(r->error), "%s: %s", c->peer_node[0] ? c->peer_node : "peer", msg);
+		if (r && strstr(msg, "split brain"))
+			r->split_brain = true;
+		log_warn("replication%s%s: the peer refused: %s", r ? " of volume " : "",
+			 r ? r->v->name : "", msg);
+		conn_abort(c);
+		return -1;
+	}
+	switch (c->stage) {
+	case ST_HELLO:
+		if (m->type != REPL_HELLO)
+			goto unexpected;
+		return on_hello(c, &m->u.hello);
+	case ST_AUTH: {
+		uint8_t mac[REPL_MAC_LEN];
+		if (m->type != REPL_AUTH)
+			goto unexpected;
+		hmac_for(r, c, !c->dialer, c->peer_node, mac);
+		if (CRYPTO_memcmp(mac, m->u.auth.mac, REPL_MAC_LEN) != 0) {
+			conn_refuse(c, "authentication failed: node %s does not know the cluster "
+				       "secret",
+				    c->peer_node);
+			return -1;
+		}
+		c->got_auth = true;
+		c->stage = ST_STATE;
+		if (c->dialer)
+			send_auth(c);
+		/* The connection is authentic: it replaces an older one. */
+		if (r->conn && r->conn != c) {
+			struct rconn *old = r->conn;
+			log_info("volume %s: new connection from %s replaces the old one",
+				 r->v->name, c->peer_node);
+			conn_abort(old);
+		}
+		r->conn = c;
+		r->last_ping_ns = ev_now(r->ev);
+		send_state(c);
+		send_bitmap(c);
+		return 0;
+	}
+	case ST_STATE:
+		if (m->type != REPL_STATE)
+			goto unexpected;
+		c->pst = m->u.state;
+		c->stage = ST_BITMAP;
+		return 0;
+	case ST_BITMAP:
+		if (m->type == REPL_BITMAP) {
+			uint64_t w[REPL_MAX_BITMAP_WORDS];
+			for (uint32_t i = 0; i < m->u.bitmap.words; i++)
+				w[i] = repl_bitmap_word(m, i);
+			if (m->u.bitmap.start + m->u.bitmap.words > bm_words(r->bm)) {
+				conn_fail(c, "bitmap beyond the volume");
+				return -1;
+			}
+			bm_merge_words(r->bm, m->u.bitmap.start, w, m->u.bitmap.words);
+			return 0;
+		}
+		if (m->type != REPL_BITMAP_END)
+			goto unexpected;
+		c->got_bm_end = true;
+		handshake_decide(c);
+		return conn_usable(c) ? 0 : -1;
+	case ST_RUN:
+		break;
+	}
+	switch (m->type) {
+	case REPL_STATE: {
+		bool was_primary = r->peer.role == REPL_ROLE_PRIMARY;
+		r->peer = m->u.state;
+		if (was_primary != (r->peer.role == REPL_ROLE_PRIMARY))
+			log_info("volume %s: %s is now %s", r->v->name, c->peer_node,
+				 r->peer.role == REPL_ROLE_PRIMARY ? "primary" : "secondary");
+		return 0;
+	}
+	case REPL_PING: {
+		uint8_t b[32];
+		send_small(c, b, repl_enc_ping(b, REPL_PONG, m->u.ping.cookie));
+		return 0;
+	}
+	case REPL_PONG:
+		if (r->demote_cookie && m->u.ping.cookie == r->demote_cookie)
+			r->demote_cookie = 0;
+		return 0;
+	case REPL_ACK:
+		for (uint32_t i = 0; i < m->u.ack.count; i++) {
+			uint64_t seq;
+			int32_t res;
+			struct vol_io *io;
+			repl_ack_entry(m, i, &seq, &res);
+			io = r->slots[slot_of(seq)];
+			if (!io || io->rep.seq != seq) {
+				conn_fail(c, "acknowledgement for unknown request %llu",
+					  (unsigned long long)seq);
+				return -1;
+			}
+			r->slots[slot_of(seq)] = NULL;
+			if (io->rep.kind == K_FG) {
+				if (res == 0)
+					io->rep.peer_ok = true;
+				else if (io->type != BS_FLUSH)
+					bm_set_oos(r->bm, io->off, io->len);
+				if (res)
+					log_warn("volume %s: %s failed a write: %s", r->v->name,
+						 c->peer_node, strerror(-res));
+				fg_put(r, io);
+			} else if (io->rep.kind == K_RS) {
+				rs_acked(r, container_of(io, struct rsreq, io), res);
+			} else if (io->rep.kind == K_CLEAN) {
+				io->rep.lres = res ? res : io->rep.lres;
+				io->local_done(io, 0);
+			}
+		}
+		return 0;
+	case REPL_WRITE:
+	case REPL_RS_DATA:
+	case REPL_TRIM:
+	case REPL_ZERO:
+	case REPL_FLUSH: {
+		struct rapply *a;
+		if (r->v->role == VOL_PRIMARY) {
+			/* R6 */
+			conn_fail(c, "%s sent data while this node is primary", c->peer_node);
+			return -1;
+		}
+		if (m->type == REPL_RS_DATA && r->rs != RR_SYNCTARGET) {
+			conn_fail(c, "resync data while not sync target");
+			return -1;
+		}
+		if (m->type != REPL_FLUSH &&
+		    (m->u.io.off > r->v->size || m->u.io.len > r->v->size - m->u.io.off ||
+		     m->u.io.off % r->v->min_block || m->u.io.len % r->v->min_block)) {
+			conn_fail(c, "request outside the volume or misaligned (%llu+%u)",
+				  (unsigned long long)m->u.io.off, m->u.io.len);
+			return -1;
+		}
+		a = apply_new(c, m);
+		if (!a) {
+			conn_fail(c, "out of memory");
+			return -1;
+		}
+		if (m->data_len) {
+			a->io.buf = alloc_aligned(m->data_len);
+			if (!a->io.buf) {
+				free(a);
+				conn_fail(c, "out of memory");
+				return -1;
+			}
+			c->apply_bytes += m->data_len;
+			c->rx_cur = a;
+			return 1; /* payload follows: receive it directly */
+		}
+		apply_queue(c, a);
+		return 0;
+	}
+	case REPL_RS_DONE:
+		if (r->rs != RR_SYNCTARGET) {
+			conn_fail(c, "resync done while not sync target");
+			return -1;
+		}
+		gen_push_history(sb(r)->gen_history, sb(r)->gen_current);
+		sb(r)->gen_current = m->u.gen.gen_current;
+		sb(r)->gen_bitmap = GEN_NONE;
+		bm_clear_all_oos(r->bm);
+		vol_md_write(r->v);
+		vol_set_disk(r->v, VOL_UPTODATE);
+		log_info("volume %s: resync from %s done", r->v->name, c->peer_node);
+		set_rs(r, RR_ESTABLISHED);
+		r->rate_bps = 0;
+		return 0;
+	case REPL_SET_GEN:
+		if (r->v->role == VOL_PRIMARY || sb(r)->gen_current != m->u.gen.gen_bitmap) {
+			conn_fail(c, "unexpected new generation from %s", c->peer_node);
+			return -1;
+		}
+		gen_push_history(sb(r)->gen_history, sb(r)->gen_current);
+		sb(r)->gen_current = m->u.gen.gen_current;
+		vol_md_write(r->v);
+		return 0;
+	default:
+		break;
+	}
+unexpected:
+	conn_fail(c, "unexpected message of type %u", m->type);
+	return -1;
+}
+
+static void on_rx(struct net_conn *nc)
+{
+	struct rconn *c = container_of(nc, struct rconn, net);
+
+	while (!c->aborted && !nc->closing) {
+		size_t avail = net_rx_avail(nc);
+		uint32_t need;
+		int k;
+
+		if (!c->have_hdr) {
+			if (avail < sizeof(struct repl_hdr))
+				return;
+			if (repl_decode_hdr(net_rx_peek(nc), &c->m)) {
+				conn_fail(c, "bad message header (not a Tandem peer, or out of step)");
+				return;
+			}
+			net_rx_consume(nc, sizeof(struct repl_hdr));
+			c->have_hdr = true;
+			avail -= sizeof(struct repl_hdr);
+		}
+		need = repl_body_needed(&c->m);
+		if (avail < need)
+			return;
+		c->have_hdr = false;
+		{
+			/* The body is decoded in place; copy it out first so that
+			 * handlers may consume and receive directly. */
+			uint8_t body[sizeof(struct repl_ack) + REPL_MAX_ACKS * sizeof(struct repl_ack_entry) +
+				     sizeof(struct repl_bitmap) + REPL_MAX_BITMAP_WORDS * 8];
+			memcpy(body, net_rx_peek(nc), need);
+			net_rx_consume(nc, need);
+			k = handle_msg(c, body);
+		}
+		if (k < 0)
+			return;
+		if (k == 1) {
+			net_rx_direct(nc, c->rx_cur->io.buf, c->rx_cur->io.len, data_rx_done);
+			if (c->rx_cur)
+				return; /* the rest arrives later */
+		}
+	}
+}
+
+static void on_eof(struct net_conn *nc)
+{
+	struct rconn *c = container_of(nc, struct rconn, net);
+	conn_abort(c);
+}
+
+static const struct net_conn_ops rconn_ops = { .on_rx = on_rx, .on_closed = on_closed,
+					       .on_eof = on_eof };
+
+/* ---- peer loss ---- */
+
+static void fail_pending(struct repl *r)
+{
+	/* Every request still waiting for the peer: its region is out of sync
+	 * (the bits are durable: R2), and it completes without the peer, as a
+	 * write of a new generation (gen_branch) that the peer lacks. */
+	for (uint64_t i = 0; i < NSLOTS; i++) {
+		struct vol_io *io = r->slots[i];
+		if (io && io->rep.kind == K_FG && io->type != BS_FLUSH) {
+			gen_branch(r);
+			break;
+		}
+	}
+	for (uint64_t i = 0; i < NSLOTS; i++) {
+		struct vol_io *io = r->slots[i];
+		if (!io)
+			continue;
+		r->slots[i] = NULL;
+		if (io->rep.kind == K_FG) {
+			if (io->type != BS_FLUSH)
+				bm_set_oos(r->bm, io->off, io->len);
+			fg_put(r, io);
+		} else if (io->rep.kind == K_RS) {
+			rs_put(r, container_of(io, struct rsreq, io));
+		} else if (io->rep.kind == K_CLEAN) {
+			io->rep.lres = -ECONNRESET;
+			io->local_done(io, 0);
+		}
+	}
+}
+
+static void conn_lost(struct repl *r, const char *why)
+{
+	struct rconn *c = r->conn;
+	bool peer_was_primary = r->have_peer && r->peer.role == REPL_ROLE_PRIMARY;
+	bool was_run = c && c->stage == ST_RUN;
+
+	r->conn = NULL; /* c stays bound (nbound) until its applies are done */
+	if (why && was_run)
+		log_warn("volume %s: lost %s: %s", r->v->name, peer_name(r), why);
+	fail_pending(r);
+	if (was_run && r->v->role != VOL_PRIMARY && peer_was_primary && r->v->disk == VOL_UPTODATE)
+		vol_set_disk(r->v, VOL_OUTDATED);
+	r->have_peer = false;
+	set_rs(r, RR_OFF);
+	set_cs(r, r->admin_down || r->shutting_down ? RC_STANDALONE : RC_CONNECTING);
+	r->demote_cookie = 0;
+	schedule_dial(r);
+}
+
+/* ---- dialing ---- */
+
+static void dial_cb(struct ev_op *op, int res, uint32_t flags)
+{
+	struct repl *r = container_of(op, struct repl, dial_op);
+	struct rconn *c;
+	(void)flags;
+
+	r->dialing = false;
+	if (res < 0 || r->admin_down || r->shutting_down || r->conn) {
+		if (res < 0)
+			log_debug("volume %s: connect to %s: %s", r->v->name, peer_name(r),
+				  strerror(-res));
+		close(r->dial_fd);
+		r->dial_fd = -1;
+		schedule_dial(r);
+		return;
+	}
+	c = rconn_new();
+	if (!c || net_conn_init(&c->net, r->ev, r->dial_fd, RX_BUF, &rconn_ops)) {
+		free(c);
+		close(r->dial_fd);
+		r->dial_fd = -1;
+		schedule_dial(r);
+		return;
+	}
+	r->dial_fd = -1;
+	c->r = r;
+	r->nbound++;
+	c->dialer = true;
+	c->ack_flush.fn = ack_flush_fn;
+	c->reap.fn = reap_fn;
+	snprintf(c->peer_node, sizeof(c->peer_node), "%s", peer_name(r));
+	c->stage = ST_HELLO;
+	r->conn = c;
+	send_hello(c, r->v->name);
+}
+
+static void dial(struct ev_timer *t)
+{
+	struct repl *r = container_of(t, struct repl, retry);
+	int fd;
+
+	if (r->dialing || r->conn || r->admin_down || r->shutting_down || !r->dialer)
+		return;
+	fd = socket(r->dial_sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		schedule_dial(r);
+		return;
+	}
+	r->dial_fd = fd;
+	r->dialing = true;
+	io_uring_prep_connect(ev_sqe(r->ev, &r->dial_op), fd, (struct sockaddr *)&r->dial_sa,
+			      r->dial_salen);
+}
+
+static void schedule_dial(struct repl *r)
+{
+	if (!r->dialer || r->admin_down || r->shutting_down || r->dialing || r->conn)
+		return;
+	ev_timer_arm(r->ev, &r->retry, (uint64_t)r->backoff_ms * 1000000ull);
+	r->backoff_ms = MIN(r->backoff_ms * 2, RETRY_MAX_MS);
+}
+
+/* ---- keepalive and the lazy bitmap cleaner ---- */
+
+static void clean_part_done(struct vol_io *io, int res)
+{
+	struct repl *r = io->vol->repl;
+
+	if (res)
+		io->rep.lres = res;
+	if (--r->clean_parts)
+		return;
+	r->cleaning = false;
+	if (r->clean_local.rep.lres == 0 && r->clean_peer.rep.lres == 0)
+		bm_clean_commit(r->bm, r->cand);
+}
+
+static void clean_start(struct repl *r)
+{
+	struct list *pos, *tmp;
+	bool peer = peer_ready(r);
+
+	memset(r->busy, 0, bm_words(r->bm) * 8);
+	list_for_each_safe(pos, tmp, &r->inflight) {
+		struct vol_io *o = container_of(pos, struct vol_io, rep.link);
+		bm_mark_range(r->busy, r->bm, o->off, o->len);
+	}
+	/* While the peer is away every change is out of sync anyway; a bit may
+	 * only go once both copies of its region are durable (bitmap.h). Only a
+	 * primary sends the peer a FLUSH (R6); a secondary's bits speak of its
+	 * own copy, which a local flush makes durable. */
+	if (!peer || bm_clean_prepare(r->bm, r->busy, r->cand) == 0)
+		return;
+	peer = r->v->role == VOL_PRIMARY;
+	r->cleaning = true;
+	r->clean_parts = 2;
+	memset(&r->clean_local, 0, sizeof(r->clean_local));
+	memset(&r->clean_peer, 0, sizeof(r->clean_peer));
+	r->clean_local.type = BS_FLUSH;
+	r->clean_local.vol = r->v;
+	vol_local(r->v, &r->clean_local, clean_part_done);
+	r->clean_peer.type = BS_FLUSH;
+	r->clean_peer.vol = r->v;
+	r->clean_peer.rep.kind = K_CLEAN;
+	r->clean_peer.local_done = clean_part_done;
+	if (!peer) {
+		clean_part_done(&r->clean_peer, 0);
+		return;
+	}
+	if (!slot_take(r, &r->clean_peer)) {
+		r->clean_peer.rep.lres = -EBUSY;
+		clean_part_done(&r->clean_peer, -EBUSY);
+		return;
+	}
+	send_small(r->conn, r->clean_peer.rep.hdr,
+		   repl_enc_flush(r->clean_peer.rep.hdr, r->clean_peer.rep.seq));
+}
+
+static void tick(struct ev_timer *t)
+{
+	struct repl *r = container_of(t, struct repl, tick);
+	struct rconn *c = r->conn;
+	uint64_t now = ev_now(r->ev);
+	uint64_t period = r->timeout_ns / 4;
+
+	if (c && !c->aborted) {
+		if (c->net.bytes_in != c->last_rx_bytes) {
+			c->last_rx_bytes = c->net.bytes_in;
+			c->last_rx_ns = now;
+		} else if (!c->last_rx_ns) {
+			c->last_rx_ns = now;
+		} else if (now - c->last_rx_ns > r->timeout_ns) {
+			conn_fail(c, "%s did not answer for %.1f s", c->peer_node,
+				  (double)r->timeout_ns / 1e9);
+			c = NULL;
+		}
+		if (c && c->stage >= ST_STATE && now - r->last_ping_ns >= period) {
+			uint8_t b[32];
+			r->last_ping_ns = now;
+			send_small(c, b, repl_enc_ping(b, REPL_PING, ++r->ping_cookie));
+		}
+	}
+	if (!r->cleaning && now - r->last_clean_ns >= CLEAN_EVERY_NS && !r->shutting_down) {
+		r->last_clean_ns = now;
+		clean_start(r);
+	}
+	ev_timer_arm(r->ev, &r->tick, MIN(period, 250000000ull));
+}
+
+/* ---- life of the replication object ---- */
+
+int repl_new(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned self,
+	     struct vol *v, char *err, size_t errlen)
+{
+	const struct cfg_volume *cv = &cfg->volumes[vi];
+	struct repl *r = calloc(1, sizeof(*r));
+	const char *addr;
+	struct md_sb *m = &v->md->sb;
+	int rc;
+
+	if (!r)
+		return -ENOMEM;
+	r->ev = ev;
+	r->cfg = cfg;
+	r->v = v;
+	r->self = self;
+	r->peer_ix = cv->nodes[0] == self ? cv->nodes[1] : cv->nodes[0];
+	r->dialer = strcmp(cfg->nodes[self].name, cfg->nodes[r->peer_ix].name) < 0;
+	snprintf(r->secret, sizeof(r->secret), "%s", cfg->secret);
+	r->timeout_ns = (uint64_t)cfg->peer_timeout_ms * 1000000ull;
+	r->dial_fd = -1;
+	r->dial_op.cb = dial_cb;
+	r->retry.fn = dial;
+	r->tick.fn = tick;
+	r->rs_kick.fn = rs_kick_fn;
+	r->backoff_ms = RETRY_MIN_MS;
+	list_init(&r->inflight);
+	list_init(&r->waiting);
+	list_init(&r->rs_inflight);
+	addr = cfg->nodes[r->peer_ix].replication_advertise[0] ? cfg->nodes[r->peer_ix].replication_advertise :
+							      cfg->nodes[r->peer_ix].replication;
+	if (parse_addr(addr, &r->dial_sa, &r->dial_salen)) {
+		snprintf(err, errlen, "volume %s: bad replication address %s of node %s", v->name,
+			 addr, cfg->nodes[r->peer_ix].name);
+		free(r);
+		return -EINVAL;
+	}
+	if (m->bm_granularity == 0) {
+		/* metadata made before replication: give it a bitmap now */
+		m->bm_offset = TANDEM_MD_BITMAP_OFFSET;
+		m->bm_granularity = (uint32_t)cv->bitmap_granularity;
+		m->bm_bytes = bm_bytes_on_disk(v->size, m->bm_granularity);
+		vol_md_write(v);
+	} else if (m->bm_granularity != cv->bitmap_granularity) {
+		log_warn("volume %s: bitmap-granularity %llu configured, but the metadata has %u; "
+			 "keeping %u",
+			 v->name, (unsigned long long)cv->bitmap_granularity, m->bm_granularity,
+			 m->bm_granularity);
+	}
+	rc = bm_open(ev, v->md->fd, m->bm_offset, v->size, m->bm_granularity, !v->md->created,
+		     &r->bm);
+	if (rc) {
+		snprintf(err, errlen, "volume %s: change bitmap: %s", v->name, strerror(-rc));
+		free(r);
+		return rc;
+	}
+	r->slots = calloc(NSLOTS, sizeof(*r->slots));
+	r->busy = calloc(bm_words(r->bm), 8);
+	r->cand = calloc(bm_words(r->bm), 8);
+	if (!r->slots || !r->busy || !r->cand) {
+		bm_free(r->bm);
+		free(r->slots);
+		free(r->busy);
+		free(r->cand);
+		free(r);
+		return -ENOMEM;
+	}
+	if (bm_oos_count(r->bm))
+		log_info("volume %s: %llu regions marked in the change bitmap", v->name,
+			 (unsigned long long)bm_oos_count(r->bm));
+	r->last_clean_ns = now_ns();
+	v->repl = r;
+	return 0;
+}
+
+void repl_start(struct repl *r)
+{
+	r->cs = RC_CONNECTING;
+	ev_timer_arm(r->ev, &r->tick, 100000000ull);
+	ev_timer_arm(r->ev, &r->retry, 0);
+}
+
+static void cancel_cb(struct ev_op *op, int res, uint32_t flags)
+{
+	(void)op;
+	(void)res;
+	(void)flags;
+}
+
+void repl_shutdown(struct repl *r)
+{
+	r->shutting_down = true;
+	ev_timer_cancel(r->ev, &r->retry);
+	if (r->dialing) {
+		r->cancel_op.cb = cancel_cb;
+		io_uring_prep_cancel(ev_sqe(r->ev, &r->cancel_op), &r->dial_op, 0);
+	}
+	if (r->conn)
+		conn_abort(r->conn);
+	set_cs(r, RC_STANDALONE);
+}
+
+bool repl_idle(const struct repl *r)
+{
+	return !r->conn && !r->nbound && !r->dialing && list_empty(&r->inflight) && list_empty(&r->waiting) &&
+	       list_empty(&r->rs_inflight) && !r->cleaning && !bm_busy(r->bm);
+}
+
+void repl_free(struct repl *r)
+{
+	if (!r)
+		return;
+	ev_timer_cancel(r->ev, &r->tick);
+	ev_timer_cancel(r->ev, &r->retry);
+	ev_undefer(r->ev, &r->rs_kick);
+	if (r->dial_fd >= 0)
+		close(r->dial_fd);
+	if (bm_sync(r->bm))
+		log_err("volume %s: could not write the change bitmap", r->v->name);
+	bm_free(r->bm);
+	free(r->slots);
+	free(r->busy);
+	free(r->cand);
+	r->v->repl = NULL;
+	free(r);
+}
+
+/* ---- admin ---- */
+
+int repl_promote(struct repl *r, bool force, char *msg, size_t len)
+{
+	struct vol *v = r->v;
+
+	if (v->role == VOL_PRIMARY) {
+		v->demoting = false;
+		return 0;
+	}
+	if (r->have_peer && r->peer.role == REPL_ROLE_PRIMARY) {
+		snprintf(msg, len, "%s is primary for %s; make it secondary first", peer_name(r),
+			 v->name);
+		return -EBUSY;
+	}
+	if (v->disk == VOL_FAILED || v->disk == VOL_DISKLESS) {
+		snprintf(msg, len, "volume %s: disk is %s", v->name, vol_disk_name(v->disk));
+		return -EIO;
+	}
+	if (v->disk != VOL_UPTODATE || r->rs == RR_SYNCTARGET) {
+		if (!force) {
+			snprintf(msg, len,
+				 "volume %s: disk is %s here; use --force to promote it anyway "
+				 "(its data may be older than %s's)",
+				 v->name, vol_disk_name(v->disk), peer_name(r));
+			return -EPERM;
+		}
+		log_warn("volume %s: promoted with --force while the disk is %s", v->name,
+			 vol_disk_name(v->disk));
+		if (r->rs == RR_SYNCTARGET && r->conn)
+			conn_abort(r->conn);
+		vol_set_disk(v, VOL_UPTODATE);
+	}
+	v->role = VOL_PRIMARY;
+	v->demoting = false;
+	v->md->sb.flags |= TANDEM_MD_F_PRIMARY;
+	if (peer_ready(r) && sb(r)->gen_current == GEN_EMPTY) {
+		uint8_t b[64];
+		uint64_t g = new_gen();
+		gen_push_history(sb(r)->gen_history, sb(r)->gen_current);
+		sb(r)->gen_current = g;
+		send_small(r->conn, b, repl_enc_gen(b, REPL_SET_GEN, g, GEN_EMPTY));
+	}
+	vol_md_write(v);
+	log_info("volume %s: role secondary -> primary", v->name);
+	if (r->conn && r->conn->stage == ST_RUN)
+		send_state(r->conn);
+	return 0;
+}
+
+int repl_demote(struct repl *r, char *msg, size_t len)
+{
+	struct vol *v = r->v;
+	(void)msg;
+	(void)len;
+
+	if (v->role == VOL_SECONDARY)
+		return r->demote_cookie && r->conn ? -EAGAIN : 0;
+	v->demoting = true;
+	if (v->inflight)
+		return -EAGAIN;
+	v->role = VOL_SECONDARY;
+	v->demoting = false;
+	v->md->sb.flags &= ~TANDEM_MD_F_PRIMARY;
+	vol_md_write(v);
+	log_info("volume %s: role primary -> secondary", v->name);
+	if (r->conn && r->conn->stage == ST_RUN) {
+		uint8_t b[32];
+		send_state(r->conn);
+		/* Answered once the peer has read the new state (the pong follows it). */
+		r->demote_cookie = ++r->ping_cookie;
+		send_small(r->conn, b, repl_enc_ping(b, REPL_PING, r->demote_cookie));
+		return -EAGAIN;
+	}
+	return 0;
+}
+
+int repl_connect(struct repl *r, char *msg, size_t len)
+{
+	(void)msg;
+	(void)len;
+	r->admin_down = false;
+	r->split_brain = false;
+	if (r->cs == RC_STANDALONE)
+		set_cs(r, RC_CONNECTING);
+	r->backoff_ms = RETRY_MIN_MS;
+	ev_timer_cancel(r->ev, &r->retry);
+	schedule_dial(r);
+	return 0;
+}
+
+int repl_disconnect(struct repl *r, char *msg, size_t len)
+{
+	(void)msg;
+	(void)len;
+	r->admin_down = true;
+	ev_timer_cancel(r->ev, &r->retry);
+	if (r->conn)
+		conn_abort(r->conn);
+	set_cs(r, RC_STANDALONE);
+	return 0;
+}
+
+int repl_invalidate(struct repl *r, char *msg, size_t len)
+{
+	struct vol *v = r->v;
+
+	if (v->role == VOL_PRIMARY) {
+		snprintf(msg, len, "volume %s is primary here; make it secondary first", v->name);
+		return -EBUSY;
+	}
+	log_warn("volume %s: invalidated: local data will be replaced by %s's", v->name,
+		 peer_name(r));
+	sb(r)->gen_current = GEN_NONE;
+	sb(r)->gen_bitmap = GEN_NONE;
+	vol_md_write(v);
+	vol_set_disk(v, VOL_INCONSISTENT);
+	r->split_brain = false;
+	r->error[0] = '\0';
+	if (r->conn)
+		conn_abort(r->conn);
+	r->backoff_ms = RETRY_MIN_MS;
+	if (!r->admin_down) {
+		ev_timer_cancel(r->ev, &r->retry);
+		schedule_dial(r);
+	}
+	return 0;
+}
+
+int repl_in_sync(const struct repl *r, char *msg, size_t len)
+{
+	const struct vol *v = r->v;
+
+	if (v->disk == VOL_FAILED || v->disk == VOL_DISKLESS) {
+		snprintf(msg, len, "volume %s is %s", v->name, vol_disk_name(v->disk));
+		return -EIO;
+	}
+	if (r->split_brain) {
+		snprintf(msg, len, "volume %s: split brain with %s", v->name, peer_name(r));
+		return -EPERM;
+	}
+	if (r->rs == RR_ESTABLISHED && v->disk == VOL_UPTODATE && bm_oos_count(r->bm) == 0)
+		return 1;
+	snprintf(msg, len, "volume %s: %s, %s, disk %s", v->name, repl_conn_name(r->cs),
+		 repl_rep_name(r->rs), vol_disk_name(v->disk));
+	return 0;
+}
+
+void repl_get_status(const struct repl *r, struct repl_status *st)
+{
+	uint64_t gran = bm_granularity(r->bm);
+	uint64_t oos = bm_oos_count(r->bm) * gran;
+
+	memset(st, 0, sizeof(*st));
+	st->peer = peer_name(r);
+	st->conn = r->cs;
+	st->rep = r->rs;
+	st->peer_disk = r->have_peer ? r->peer.disk : -1;
+	st->peer_role = r->have_peer ? (r->peer.role == REPL_ROLE_PRIMARY) : -1;
+	st->out_of_sync_bytes = MIN(oos, r->v->size);
+	if (r->rs == RR_SYNCSOURCE || r->rs == RR_SYNCTARGET)
+		st->sync_percent = r->rs_total ? 100.0 * (1.0 - (double)bm_oos_count(r->bm) /
+								 (double)r->rs_total) :
+						 100.0;
+	else
+		st->sync_percent = oos ? 100.0 * (1.0 - (double)st->out_of_sync_bytes /
+							(double)r->v->size) :
+					 100.0;
+	st->resync_bytes_per_sec = r->rate_bps;
+	st->split_brain = r->split_brain;
+	st->error = r->error;
+	st->gen_current = r->v->md->sb.gen_current;
+	st->gen_bitmap = r->v->md->sb.gen_bitmap;
+}
+
+/* ---- the listener ---- */
+
+static int on_hello(struct rconn *c, const struct repl_hello *h)
+{
+	if (c->dialer) {
+		struct repl *r = c->r;
+		if (strcmp(h->cluster, r->cfg->cluster) || strcmp(h->node, peer_name(r)) ||
+		    strcmp(h->volume, r->v->name)) {
+			conn_refuse(c, "the node at %s is %s of cluster %s, volume %s; expected %s of "
+				       "cluster %s",
+				    "the replication address", h->node, h->cluster, h->volume,
+				    peer_name(r), r->cfg->cluster);
+			return -1;
+		}
+		if (h->proto_max < REPL_PROTO_MIN || h->proto_min > REPL_PROTO_MAX) {
+			conn_refuse(c, "protocol versions %u-%u not supported (this node: %u-%u)",
+				    h->proto_min, h->proto_max, REPL_PROTO_MIN, REPL_PROTO_MAX);
+			return -1;
+		}
+		memcpy(c->nonce_peer, h->nonce, REPL_NONCE_LEN);
+		c->stage = ST_AUTH;
+		return 0;
+	}
+	/* accepting side: find the volume */
+	{
+		struct repl_server *s = c->srv;
+		struct repl *r = NULL;
+		snprintf(c->peer_node, sizeof(c->peer_node), "%s", h->node);
+		if (strcmp(h->cluster, s->cfg->cluster)) {
+			conn_refuse(c, "foreign cluster '%s' (this is cluster '%s')", h->cluster,
+				    s->cfg->cluster);
+			return -1;
+		}
+		for (unsigned i = 0; i < s->nvols; i++)
+			if (s->vols[i]->repl && strcmp(s->vols[i]->name, h->volume) == 0)
+				r = s->vols[i]->repl;
+		if (!r) {
+			conn_refuse(c, "no replicated volume '%s' on node %s", h->volume,
+				    s->cfg->nodes[s->self].name);
+			return -1;
+		}
+		if (strcmp(h->node, peer_name(r))) {
+			conn_refuse(c, "node '%s' is not the peer of volume %s", h->node, h->volume);
+			return -1;
+		}
+		if (h->proto_max < REPL_PROTO_MIN || h->proto_min > REPL_PROTO_MAX) {
+			conn_refuse(c, "protocol versions %u-%u not supported (this node: %u-%u)",
+				    h->proto_min, h->proto_max, REPL_PROTO_MIN, REPL_PROTO_MAX);
+			return -1;
+		}
+		if (r->admin_down || r->shutting_down) {
+			conn_refuse(c, "volume %s is disconnected on %s by its administrator",
+				    h->volume, s->cfg->nodes[s->self].name);
+			return -1;
+		}
+		/* Bound to the volume now (but it replaces r->conn only once
+		 * authenticated). */
+		list_del(&c->link);
+		c->in_srv = false;
+		s->nconns--;
+		c->r = r;
+		r->nbound++;
+		memcpy(c->nonce_peer, h->nonce, REPL_NONCE_LEN);
+		send_hello(c, r->v->name);
+		send_auth(c);
+		c->stage = ST_AUTH;
+		return 0;
+	}
+}
+
+static void srv_accept(struct net_listener *l, int fd)
+{
+	struct repl_server *s = container_of(l, struct repl_server, lis);
+	struct rconn *c = rconn_new();
+
+	if (!c || net_conn_init(&c->net, s->ev, fd, RX_BUF, &rconn_ops)) {
+		free(c);
+		close(fd);
+		return;
+	}
+	c->srv = s;
+	c->ack_flush.fn = ack_flush_fn;
+	c->reap.fn = reap_fn;
+	c->stage = ST_HELLO;
+	c->in_srv = true;
+	list_add(&s->conns, &c->link);
+	s->nconns++;
+}
+
+int repl_server_new(struct ev_loop *ev, const struct cfg *cfg, unsigned self,
+		    struct vol **vols, unsigned nvols, struct repl_server **out)
+{
+	struct repl_server *s = calloc(1, sizeof(*s));
+	int r;
+
+	if (!s)
+		return -ENOMEM;
+	s->ev = ev;
+	s->cfg = cfg;
+	s->self = self;
+	s->nvols = MIN(nvols, (unsigned)CFG_MAX_VOLUMES);
+	memcpy(s->vols, vols, s->nvols * sizeof(*vols));
+	list_init(&s->conns);
+	r = net_listen(&s->lis, ev, cfg->nodes[self].replication, srv_accept);
+	if (r) {
+		free(s);
+		return r;
+	}
+	*out = s;
+	return 0;
+}
+
+void repl_server_shutdown(struct repl_server *s)
+{
+	struct list *pos, *tmp;
+
+	net_listener_close(&s->lis);
+	list_for_each_safe(pos, tmp, &s->conns)
+		conn_abort(container_of(pos, struct rconn, link));
+}
+
+unsigned repl_server_conns(const struct repl_server *s)
+{
+	return s->nconns;
+}
+
+void repl_server_free(struct repl_server *s)
+{
+	free(s);
+}

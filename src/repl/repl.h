@@ -1,0 +1,100 @@
+/* Replication of one volume with its peer node: the connection, the sync
+ * write path, the generation handshake, the change bitmap and resync.
+ * Protocol: include/proto/repl.h, docs/PROTOCOL-REPL.md.
+ *
+ * States (SPEC.md): connection standalone|connecting|connected; replication
+ * off|established|syncsource|synctarget. Transitions:
+ *   connection  standalone -> connecting    [repl_start, `connect`]
+ *               connecting -> connected     [handshake verdict: equal, source, target]
+ *               connected  -> connecting    [peer lost: timeout, reset, protocol error]
+ *               any        -> standalone    [`disconnect`]
+ *   replication off -> established|syncsource|synctarget  [handshake verdict]
+ *               syncsource|synctarget -> established      [RS_DONE]
+ *               any -> off                                [connection lost]
+ *   disk (this node) uptodate -> outdated     [a secondary loses its primary peer]
+ *                    outdated -> uptodate     [verdict equal]
+ *                    any -> inconsistent      [becoming sync target; `invalidate`]
+ *                    inconsistent -> uptodate [RS_DONE]
+ *   role  secondary -> primary  [`primary`: disk uptodate, or --force; peer not primary]
+ *         primary -> secondary  [`secondary`: once in-flight writes are done]
+ * Invariants:
+ *   R1. A front-end write completes only after the local store and, when the
+ *       peer is connected, the peer completed it; if the peer is lost first,
+ *       its region is marked out of sync (durably) before it completes.
+ *   R2. Every region written is durably marked in the change bitmap before
+ *       the write is issued anywhere (bitmap.h B2).
+ *   R3. Overlapping writes are issued to both nodes in the same order: a
+ *       write waits while an earlier overlapping one is in flight.
+ *   R4. A resync read that a foreground write overlaps is discarded, never
+ *       sent; the foreground write never waits for resync.
+ *   R5. A secondary applies overlapping writes in arrival order and a FLUSH
+ *       after every write received before it.
+ *   R6. Only a primary sends data; a node that receives data while primary
+ *       drops the connection.
+ * Owns: the connection(s) of its volume, the change bitmap.
+ * Never: serves front-end I/O by itself (the volume calls repl_submit). */
+#ifndef TANDEM_REPL_H
+#define TANDEM_REPL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../config/config.h"
+#include "../ev/ev.h"
+
+struct vol;
+struct vol_io;
+struct repl;
+struct repl_server;
+
+enum repl_conn_state { RC_STANDALONE = 0, RC_CONNECTING, RC_CONNECTED };
+enum repl_rep_state { RR_OFF = 0, RR_ESTABLISHED, RR_SYNCSOURCE, RR_SYNCTARGET };
+const char *repl_conn_name(enum repl_conn_state s);
+const char *repl_rep_name(enum repl_rep_state s);
+
+struct repl_status {
+	const char *peer;
+	enum repl_conn_state conn;
+	enum repl_rep_state rep;
+	int peer_disk;    /* enum vol_disk, or -1 unknown */
+	int peer_role;    /* enum vol_role, or -1 unknown */
+	uint64_t out_of_sync_bytes;
+	double sync_percent;
+	uint64_t resync_bytes_per_sec;
+	bool split_brain;
+	const char *error; /* last refusal or failure, "" if none */
+	uint64_t gen_current, gen_bitmap;
+};
+
+/* Opens the change bitmap and prepares the volume's replication with the
+ * other node of cfg->volumes[vi]; v->repl is set. */
+int repl_new(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned self,
+	     struct vol *v, char *err, size_t errlen);
+void repl_start(struct repl *r);
+/* Drops the connection; in-flight writes complete (peer part marked out of
+ * sync). Call before the volume is closed. */
+void repl_shutdown(struct repl *r);
+bool repl_idle(const struct repl *r);
+void repl_free(struct repl *r); /* persists the bitmap; NULL is a no-op */
+
+void repl_submit(struct repl *r, struct vol_io *io);
+
+/* Admin. Return 0 done, -EAGAIN not yet (ask again), or -errno with msg. */
+int repl_promote(struct repl *r, bool force, char *msg, size_t len);
+int repl_demote(struct repl *r, char *msg, size_t len);
+int repl_connect(struct repl *r, char *msg, size_t len);
+int repl_disconnect(struct repl *r, char *msg, size_t len);
+int repl_invalidate(struct repl *r, char *msg, size_t len);
+/* 1 in sync, 0 not yet, -errno never without an operator (msg says why). */
+int repl_in_sync(const struct repl *r, char *msg, size_t len);
+void repl_get_status(const struct repl *r, struct repl_status *st);
+
+/* The node's replication listener: routes each connection to its volume. */
+int repl_server_new(struct ev_loop *ev, const struct cfg *cfg, unsigned self,
+		    struct vol **vols, unsigned nvols, struct repl_server **out);
+void repl_server_shutdown(struct repl_server *s);
+unsigned repl_server_conns(const struct repl_server *s);
+void repl_server_free(struct repl_server *s);
+
+#endif

@@ -1,0 +1,401 @@
+/* Replication codec: see repl_codec.h. Every check on a received field is
+ * here; the connection code acts only on what passed. */
+#include "repl_codec.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <string.h>
+
+#define L16(x) ((x) = le16toh(x))
+#define L32(x) ((x) = le32toh(x))
+#define L64(x) ((x) = le64toh(x))
+#define S16(x) ((x) = htole16(x))
+#define S32(x) ((x) = htole32(x))
+#define S64(x) ((x) = htole64(x))
+
+/* Fixed body size per type; 0 for an unknown type (and BITMAP_END). */
+static uint32_t fixed_len(uint16_t type)
+{
+	switch (type) {
+	case REPL_HELLO: return sizeof(struct repl_hello);
+	case REPL_AUTH: return sizeof(struct repl_auth);
+	case REPL_STATE: return sizeof(struct repl_state);
+	case REPL_BITMAP: return sizeof(struct repl_bitmap);
+	case REPL_WRITE:
+	case REPL_RS_DATA:
+	case REPL_TRIM:
+	case REPL_ZERO: return sizeof(struct repl_io);
+	case REPL_FLUSH: return sizeof(struct repl_flush);
+	case REPL_ACK: return sizeof(struct repl_ack);
+	case REPL_PING:
+	case REPL_PONG: return sizeof(struct repl_ping);
+	case REPL_RS_DONE:
+	case REPL_SET_GEN: return sizeof(struct repl_gen);
+	default: return 0;
+	}
+}
+
+int repl_decode_hdr(const uint8_t in[sizeof(struct repl_hdr)], struct repl_msg *m)
+{
+	struct repl_hdr h;
+	uint32_t fl;
+
+	memcpy(&h, in, sizeof(h));
+	L32(h.magic);
+	L16(h.type);
+	L16(h.flags);
+	L32(h.len);
+	L32(h.reserved);
+	memset(m, 0, sizeof(*m));
+	if (h.magic != REPL_HDR_MAGIC || h.flags || h.reserved)
+		return -EBADMSG;
+	fl = fixed_len(h.type);
+	switch (h.type) {
+	case REPL_BITMAP_END:
+		if (h.len)
+			return -EBADMSG;
+		break;
+	case REPL_ERROR:
+		if (h.len == 0 || h.len > REPL_MAX_ERROR)
+			return -EBADMSG;
+		break;
+	case REPL_WRITE:
+	case REPL_RS_DATA:
+		if (h.len <= fl || h.len - fl > REPL_MAX_DATA)
+			return -EBADMSG;
+		break;
+	case REPL_BITMAP:
+		if (h.len <= fl || h.len - fl > REPL_MAX_BITMAP_WORDS * 8u || (h.len - fl) % 8)
+			return -EBADMSG;
+		break;
+	case REPL_ACK:
+		if (h.len <= fl || h.len - fl > REPL_MAX_ACKS * sizeof(struct repl_ack_entry) ||
+		    (h.len - fl) % sizeof(struct repl_ack_entry))
+			return -EBADMSG;
+		break;
+	default:
+		if (fl == 0 || h.len != fl)
+			return -EBADMSG;
+	}
+	m->type = h.type;
+	m->len = h.len;
+	return 0;
+}
+
+uint32_t repl_body_needed(const struct repl_msg *m)
+{
+	if (m->type == REPL_WRITE || m->type == REPL_RS_DATA)
+		return sizeof(struct repl_io);
+	return m->len;
+}
+
+static int name_ok(const char *s, size_t cap)
+{
+	size_t n = strnlen(s, cap);
+
+	if (n == 0 || n >= cap || n > 32)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '-' || c == '_' || c == '.'))
+			return 0;
+	}
+	for (size_t i = n; i < cap; i++) /* NUL padded: nothing hides after the name */
+		if (s[i])
+			return 0;
+	return 1;
+}
+
+static int zero(const void *p, size_t n)
+{
+	const uint8_t *b = p;
+	for (size_t i = 0; i < n; i++)
+		if (b[i])
+			return 0;
+	return 1;
+}
+
+int repl_decode_body(const uint8_t *in, struct repl_msg *m)
+{
+	uint32_t fl = fixed_len(m->type);
+
+	switch (m->type) {
+	case REPL_HELLO: {
+		struct repl_hello *h = &m->u.hello;
+		memcpy(h, in, sizeof(*h));
+		L64(h->magic);
+		L16(h->proto_min);
+		L16(h->proto_max);
+		L32(h->reserved0);
+		L64(h->features);
+		if (h->magic != REPL_HELLO_MAGIC || h->proto_min == 0 ||
+		    h->proto_min > h->proto_max || h->reserved0 ||
+		    !zero(h->reserved, sizeof(h->reserved)) ||
+		    !name_ok(h->cluster, sizeof(h->cluster)) || !name_ok(h->node, sizeof(h->node)) ||
+		    !name_ok(h->volume, sizeof(h->volume)))
+			return -EBADMSG;
+		return 0;
+	}
+	case REPL_AUTH:
+		memcpy(&m->u.auth, in, sizeof(m->u.auth));
+		return 0;
+	case REPL_STATE: {
+		struct repl_state *s = &m->u.state;
+		memcpy(s, in, sizeof(*s));
+		L64(s->size);
+		L64(s->gen_current);
+		L64(s->gen_bitmap);
+		for (unsigned i = 0; i < REPL_HISTORY; i++)
+			L64(s->gen_history[i]);
+		L32(s->flags);
+		L16(s->reserved0);
+		L32(s->bm_granularity);
+		L32(s->reserved1);
+		L64(s->oos_bits);
+		if ((s->flags & ~REPL_ST_KNOWN) || s->role > REPL_ROLE_PRIMARY || s->disk > 4 ||
+		    s->reserved0 || s->reserved1 || s->size == 0 || s->size % 4096 ||
+		    s->bm_granularity < 4096 || s->bm_granularity > (64u << 20) ||
+		    (s->bm_granularity & (s->bm_granularity - 1)))
+			return -EBADMSG;
+		return 0;
+	}
+	case REPL_BITMAP: {
+		struct repl_bitmap *b = &m->u.bitmap;
+		memcpy(b, in, sizeof(*b));
+		L64(b->start);
+		L32(b->words);
+		L32(b->reserved);
+		if (b->reserved || b->words == 0 || (uint64_t)b->words * 8 != m->len - fl ||
+		    b->start > (UINT64_MAX >> 8))
+			return -EBADMSG;
+		m->var = in + fl;
+		m->var_len = m->len - fl;
+		return 0;
+	}
+	case REPL_BITMAP_END:
+		return 0;
+	case REPL_ERROR:
+		for (uint32_t i = 0; i < m->len; i++)
+			if (in[i] < 0x20 || in[i] > 0x7e)
+				return -EBADMSG;
+		m->var = in;
+		m->var_len = m->len;
+		return 0;
+	case REPL_WRITE:
+	case REPL_RS_DATA:
+	case REPL_TRIM:
+	case REPL_ZERO: {
+		struct repl_io *io = &m->u.io;
+		memcpy(io, in, sizeof(*io));
+		L64(io->seq);
+		L64(io->off);
+		L32(io->len);
+		L32(io->flags);
+		if (io->seq == 0 || io->len == 0 || (io->flags & ~REPL_F_KNOWN) ||
+		    io->off > UINT64_MAX - io->len || io->off % 512 || io->len % 512)
+			return -EBADMSG;
+		if (m->type == REPL_RS_DATA && io->flags)
+			return -EBADMSG;
+		if (m->type == REPL_WRITE || m->type == REPL_RS_DATA) {
+			if (io->len != m->len - fl)
+				return -EBADMSG;
+			m->data_len = io->len;
+		}
+		return 0;
+	}
+	case REPL_FLUSH:
+		memcpy(&m->u.flush, in, sizeof(m->u.flush));
+		L64(m->u.flush.seq);
+		return m->u.flush.seq ? 0 : -EBADMSG;
+	case REPL_ACK: {
+		struct repl_ack *a = &m->u.ack;
+		memcpy(a, in, sizeof(*a));
+		L32(a->count);
+		L32(a->reserved);
+		if (a->reserved || a->count == 0 ||
+		    (uint64_t)a->count * sizeof(struct repl_ack_entry) != m->len - fl)
+			return -EBADMSG;
+		m->var = in + fl;
+		m->var_len = m->len - fl;
+		for (uint32_t i = 0; i < a->count; i++) {
+			struct repl_ack_entry e;
+			memcpy(&e, m->var + i * sizeof(e), sizeof(e));
+			L64(e.seq);
+			L32(e.res);
+			L32(e.reserved);
+			if (e.seq == 0 || e.reserved || e.res > 0 || e.res < -4095)
+				return -EBADMSG;
+		}
+		return 0;
+	}
+	case REPL_PING:
+	case REPL_PONG:
+		memcpy(&m->u.ping, in, sizeof(m->u.ping));
+		L64(m->u.ping.cookie);
+		return 0;
+	case REPL_RS_DONE:
+	case REPL_SET_GEN:
+		memcpy(&m->u.gen, in, sizeof(m->u.gen));
+		L64(m->u.gen.gen_current);
+		L64(m->u.gen.gen_bitmap);
+		/* 0 means "no data" and 1 "created empty": never a new generation. */
+		if (m->u.gen.gen_current < 2)
+			return -EBADMSG;
+		return 0;
+	default:
+		return -EBADMSG;
+	}
+}
+
+uint64_t repl_bitmap_word(const struct repl_msg *m, uint32_t i)
+{
+	uint64_t w;
+	memcpy(&w, m->var + (size_t)i * 8, 8);
+	return le64toh(w);
+}
+
+void repl_ack_entry(const struct repl_msg *m, uint32_t i, uint64_t *seq, int32_t *res)
+{
+	struct repl_ack_entry e;
+	memcpy(&e, m->var + (size_t)i * sizeof(e), sizeof(e));
+	*seq = le64toh(e.seq);
+	*res = (int32_t)le32toh((uint32_t)e.res);
+}
+
+/* ---- encoders ---- */
+
+size_t repl_enc_hdr(uint8_t *out, uint16_t type, uint32_t len)
+{
+	struct repl_hdr h = { .magic = REPL_HDR_MAGIC, .type = type, .len = len };
+	S32(h.magic);
+	S16(h.type);
+	S32(h.len);
+	memcpy(out, &h, sizeof(h));
+	return sizeof(h);
+}
+
+size_t repl_enc_hello(uint8_t *out, const struct repl_hello *in)
+{
+	struct repl_hello h = *in;
+	size_t n = repl_enc_hdr(out, REPL_HELLO, sizeof(h));
+	S64(h.magic);
+	S16(h.proto_min);
+	S16(h.proto_max);
+	S32(h.reserved0);
+	S64(h.features);
+	memcpy(out + n, &h, sizeof(h));
+	return n + sizeof(h);
+}
+
+size_t repl_enc_auth(uint8_t *out, const struct repl_auth *a)
+{
+	size_t n = repl_enc_hdr(out, REPL_AUTH, sizeof(*a));
+	memcpy(out + n, a, sizeof(*a));
+	return n + sizeof(*a);
+}
+
+size_t repl_enc_state(uint8_t *out, const struct repl_state *in)
+{
+	struct repl_state s = *in;
+	size_t n = repl_enc_hdr(out, REPL_STATE, sizeof(s));
+	S64(s.size);
+	S64(s.gen_current);
+	S64(s.gen_bitmap);
+	for (unsigned i = 0; i < REPL_HISTORY; i++)
+		S64(s.gen_history[i]);
+	S32(s.flags);
+	S16(s.reserved0);
+	S32(s.bm_granularity);
+	S32(s.reserved1);
+	S64(s.oos_bits);
+	memcpy(out + n, &s, sizeof(s));
+	return n + sizeof(s);
+}
+
+size_t repl_enc_bitmap(uint8_t *out, uint64_t start, uint32_t words)
+{
+	struct repl_bitmap b = { .start = start, .words = words };
+	size_t n = repl_enc_hdr(out, REPL_BITMAP, (uint32_t)(sizeof(b) + words * 8u));
+	S64(b.start);
+	S32(b.words);
+	memcpy(out + n, &b, sizeof(b));
+	return n + sizeof(b);
+}
+
+void repl_put_word(uint8_t *out, uint64_t w)
+{
+	w = htole64(w);
+	memcpy(out, &w, 8);
+}
+
+size_t repl_enc_io(uint8_t *out, uint16_t type, const struct repl_io *in)
+{
+	struct repl_io io = *in;
+	uint32_t body = sizeof(io) + ((type == REPL_WRITE || type == REPL_RS_DATA) ? io.len : 0);
+	size_t n = repl_enc_hdr(out, type, body);
+	S64(io.seq);
+	S64(io.off);
+	S32(io.len);
+	S32(io.flags);
+	memcpy(out + n, &io, sizeof(io));
+	return n + sizeof(io);
+}
+
+size_t repl_enc_flush(uint8_t *out, uint64_t seq)
+{
+	size_t n = repl_enc_hdr(out, REPL_FLUSH, 8);
+	repl_put_word(out + n, seq);
+	return n + 8;
+}
+
+size_t repl_enc_ack_hdr(uint8_t *out, uint32_t count)
+{
+	struct repl_ack a = { .count = count };
+	size_t n = repl_enc_hdr(out, REPL_ACK,
+				(uint32_t)(sizeof(a) + count * sizeof(struct repl_ack_entry)));
+	S32(a.count);
+	memcpy(out + n, &a, sizeof(a));
+	return n + sizeof(a);
+}
+
+void repl_enc_ack_entry(uint8_t *out, uint64_t seq, int32_t res)
+{
+	struct repl_ack_entry e = { .seq = seq, .res = res };
+	S64(e.seq);
+	e.res = (int32_t)htole32((uint32_t)e.res);
+	memcpy(out, &e, sizeof(e));
+}
+
+size_t repl_enc_ping(uint8_t *out, uint16_t type, uint64_t cookie)
+{
+	size_t n = repl_enc_hdr(out, type, 8);
+	repl_put_word(out + n, cookie);
+	return n + 8;
+}
+
+size_t repl_enc_gen(uint8_t *out, uint16_t type, uint64_t current, uint64_t bitmap)
+{
+	size_t n = repl_enc_hdr(out, type, 16);
+	repl_put_word(out + n, current);
+	repl_put_word(out + n + 8, bitmap);
+	return n + 16;
+}
+
+size_t repl_enc_error(uint8_t *out, const char *msg)
+{
+	size_t len = strnlen(msg, REPL_MAX_ERROR);
+	size_t n = repl_enc_hdr(out, REPL_ERROR, (uint32_t)(len ? len : 1));
+	if (!len) {
+		out[n] = '?';
+		return n + 1;
+	}
+	for (size_t i = 0; i < len; i++)
+		out[n + i] = (msg[i] >= 0x20 && msg[i] <= 0x7e) ? (uint8_t)msg[i] : '?';
+	return n + len;
+}
+
+size_t repl_enc_empty(uint8_t *out, uint16_t type)
+{
+	return repl_enc_hdr(out, type, 0);
+}

@@ -1,0 +1,121 @@
+/* Generation identifiers: the decision table of repl_gen.h. */
+#include "repl_gen.h"
+
+static bool in_history(const struct gen_view *v, uint64_t g)
+{
+	if (g <= GEN_EMPTY)
+		return false;
+	for (int i = 0; i < GEN_HISTORY; i++)
+		if (v->history[i] == g)
+			return true;
+	return false;
+}
+
+/* A generation both sides share in their past (bitmap or history). */
+static bool common_ancestor(const struct gen_view *a, const struct gen_view *b)
+{
+	uint64_t ga[GEN_HISTORY + 1];
+	ga[0] = a->bitmap;
+	for (int i = 0; i < GEN_HISTORY; i++)
+		ga[i + 1] = a->history[i];
+	for (int i = 0; i <= GEN_HISTORY; i++) {
+		if (ga[i] <= GEN_EMPTY)
+			continue;
+		if (ga[i] == b->bitmap || in_history(b, ga[i]))
+			return true;
+	}
+	return false;
+}
+
+struct gen_decision gen_decide(const struct gen_view *me, const struct gen_view *peer,
+			       bool me_first)
+{
+	struct gen_decision d = { GEN_UNRELATED, false };
+
+	if (me->current == GEN_NONE && peer->current == GEN_NONE) {
+		d.verdict = GEN_NO_DATA;
+		return d;
+	}
+	/* The peer branched from what this side holds (also from "empty"). */
+	if (peer->bitmap != GEN_NONE && peer->bitmap == me->current) {
+		d.verdict = GEN_TARGET;
+		return d;
+	}
+	if (me->bitmap != GEN_NONE && me->bitmap == peer->current) {
+		d.verdict = GEN_SOURCE;
+		return d;
+	}
+	if (me->current == GEN_NONE || (me->current == GEN_EMPTY && peer->current != GEN_EMPTY)) {
+		d.verdict = GEN_TARGET;
+		d.full = true;
+		return d;
+	}
+	if (peer->current == GEN_NONE || (peer->current == GEN_EMPTY && me->current != GEN_EMPTY)) {
+		d.verdict = GEN_SOURCE;
+		d.full = true;
+		return d;
+	}
+	if (me->current == peer->current) {
+		bool i_src;
+		if (!me->has_bits && !peer->has_bits) {
+			d.verdict = GEN_EQUAL;
+			return d;
+		}
+		/* Same generation, but writes were in flight when one side
+		 * stopped: copy those regions from the side that was writing. */
+		if (me->primary != peer->primary)
+			i_src = me->primary;
+		else if (me->crashed_primary != peer->crashed_primary)
+			i_src = me->crashed_primary;
+		else
+			i_src = me_first;
+		d.verdict = i_src ? GEN_SOURCE : GEN_TARGET;
+		return d;
+	}
+	if (peer->bitmap != GEN_NONE && peer->bitmap == me->current) {
+		d.verdict = GEN_TARGET;
+		return d;
+	}
+	if (me->bitmap != GEN_NONE && me->bitmap == peer->current) {
+		d.verdict = GEN_SOURCE;
+		return d;
+	}
+	if (me->bitmap > GEN_EMPTY && me->bitmap == peer->bitmap) {
+		d.verdict = GEN_SPLIT_BRAIN;
+		return d;
+	}
+	if (in_history(me, peer->current) && !in_history(peer, me->current)) {
+		d.verdict = GEN_SOURCE;
+		d.full = true;
+		return d;
+	}
+	if (in_history(peer, me->current) && !in_history(me, peer->current)) {
+		d.verdict = GEN_TARGET;
+		d.full = true;
+		return d;
+	}
+	d.verdict = common_ancestor(me, peer) ? GEN_SPLIT_BRAIN : GEN_UNRELATED;
+	return d;
+}
+
+const char *gen_verdict_name(enum gen_verdict v)
+{
+	switch (v) {
+	case GEN_EQUAL: return "equal";
+	case GEN_SOURCE: return "source";
+	case GEN_TARGET: return "target";
+	case GEN_SPLIT_BRAIN: return "split-brain";
+	case GEN_UNRELATED: return "unrelated";
+	case GEN_NO_DATA: return "no-data";
+	}
+	return "?";
+}
+
+void gen_push_history(uint64_t history[GEN_HISTORY], uint64_t g)
+{
+	if (g <= GEN_EMPTY || history[0] == g)
+		return;
+	for (int i = GEN_HISTORY - 1; i > 0; i--)
+		history[i] = history[i - 1];
+	history[0] = g;
+}

@@ -1,0 +1,246 @@
+# shellcheck shell=bash
+# Sourced after lib.sh by the replication tests: a two-node cluster (a, b) on
+# free loopback ports, start/stop/kill of either node, the link proxy between
+# them, waiting for states, and the byte-for-byte comparison of both data
+# areas that every replication test ends with.
+#
+# Traffic from a to b's replication port goes through tests/tools/linkproxy.py
+# when PROXY=1 (a dials b: the node whose name sorts first dials), so a test
+# can cut, blackhole and restore the link.
+
+declare -A NPID=()   # node name -> pid
+declare -A NBDP=()   # node name -> NBD port
+declare -A REPP=()   # node name -> replication port
+
+# write_config2 FILE [LINE...]: nodes a and b, volume vol0 on both; extra
+# lines land in [volume vol0].
+write_config2()
+{
+	local file=$1 line n
+	shift
+	for n in a b; do
+		NBDP[$n]=$(free_port)
+		REPP[$n]=$(free_port)
+	done
+	PROXY_PORT=$(free_port)
+	{
+		echo "[cluster]"
+		echo "name = it"
+		echo "secret = ${SECRET:-test-secret}"
+		echo "peer-timeout = ${PEER_TIMEOUT:-2}"
+		for n in a b; do
+			echo
+			echo "[node $n]"
+			echo "replication = 127.0.0.1:${REPP[$n]}"
+			if [ "$n" = b ] && [ "${PROXY:-0}" = 1 ]; then
+				echo "replication-advertise = 127.0.0.1:$PROXY_PORT"
+			fi
+			echo "nbd = 127.0.0.1:${NBDP[$n]}"
+			echo "control = $T/$n.sock"
+			echo "data-dir = $T/$n"
+		done
+		echo
+		echo "[volume vol0]"
+		echo "size = ${VOL_SIZE:-128M}"
+		echo "nodes = a b"
+		echo "replication = sync"
+		for line in "$@"; do
+			echo "$line"
+		done
+	} >"$file"
+	CFG=$file
+	export CFG PROXY_PORT
+}
+
+uri() { echo "nbd://127.0.0.1:${NBDP[$1]}/vol0"; }
+ctl_on() { local n=$1; shift; "$BIN/tandemctl" -c "$CFG" -n "$n" "$@"; }
+
+# start NODE [CFGFILE]: starts tandemd for NODE (log $T/NODE.log) and waits
+# for its control socket.
+start()
+{
+	local n=$1 cfg=${2:-$CFG} i pid
+	echo "=== start $(date +%T.%N)" >>"$T/$n.log"
+	"$BIN/tandemd" -c "$cfg" -n "$n" -f >>"$T/$n.log" 2>&1 &
+	pid=$!
+	track "$pid"
+	NPID[$n]=$pid
+	for ((i = 0; i < 200; i++)); do
+		alive "$pid" || { tail -n 30 "$T/$n.log" >&2; fail "tandemd $n exited during startup"; }
+		"$BIN/tandemctl" -c "$cfg" -n "$n" ping >/dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	fail "tandemd $n did not answer ping within 20 s"
+}
+
+_forget()
+{
+	local p keep=() pid=$1
+	for p in "${PIDS[@]}"; do
+		[ "$p" = "$pid" ] || keep+=("$p")
+	done
+	PIDS=("${keep[@]}")
+}
+
+check_log_of()
+{
+	if grep -qE 'AddressSanitizer|runtime error:|LeakSanitizer' "$T/$1.log"; then
+		cat "$T/$1.log" >&2
+		fail "sanitizer report in the log of $1"
+	fi
+}
+
+# stop NODE: SIGTERM, must exit 0 within 30 s with a clean log.
+stop()
+{
+	local n=$1 pid=${NPID[$1]:-} i rc=0
+	[ -n "$pid" ] || fail "stop: $n is not running"
+	kill -TERM "$pid" 2>/dev/null || true
+	for ((i = 0; i < 300; i++)); do
+		alive "$pid" || break
+		sleep 0.1
+	done
+	alive "$pid" && fail "tandemd $n did not exit within 30 s of SIGTERM"
+	wait "$pid" || rc=$?
+	_forget "$pid"
+	NPID[$n]=""
+	[ "$rc" -eq 0 ] || { tail -n 40 "$T/$n.log" >&2; fail "tandemd $n exited with $rc"; }
+	check_log_of "$n"
+}
+
+# crash NODE: SIGKILL, then wait until its ports are free again.
+crash()
+{
+	local n=$1 pid=${NPID[$1]:-}
+	[ -n "$pid" ] || fail "crash: $n is not running"
+	kill -KILL "$pid"
+	wait "$pid" 2>/dev/null || true
+	_forget "$pid"
+	NPID[$n]=""
+	python3 - "${NBDP[$n]}" "${REPP[$n]}" "$T/$n.sock" <<'EOF' || fail "the killed node's sockets were not released"
+import socket, sys, time
+ports, path = [int(sys.argv[1]), int(sys.argv[2])], sys.argv[3]
+def free():
+    for p in ports:
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", p)); s.listen()
+        except OSError:
+            return False
+        finally:
+            s.close()
+    u = socket.socket(socket.AF_UNIX)
+    try:
+        u.connect(path); return False
+    except OSError:
+        return True
+    finally:
+        u.close()
+end = time.time() + 10
+while not free():
+    if time.time() > end:
+        sys.exit(1)
+    time.sleep(0.01)
+EOF
+}
+
+# jfield NODE EXPR: evaluates a python expression on the status JSON of vol0
+# (v: the volume object, p: its first peer).
+jfield()
+{
+	local n=$1 expr=$2
+	ctl_on "$n" status vol0 --json 2>/dev/null | python3 -c "
+import json, sys
+d = json.load(sys.stdin)
+v = d['volumes'][0]
+p = v['peers'][0] if v['peers'] else {}
+print($expr)"
+}
+
+# wait_for NODE EXPR [SECONDS]: until jfield prints True.
+wait_for()
+{
+	local n=$1 expr=$2 secs=${3:-30} i
+	for ((i = 0; i < secs * 10; i++)); do
+		[ "$(jfield "$n" "$expr" 2>/dev/null)" = True ] && return 0
+		sleep 0.1
+	done
+	ctl_on "$n" status vol0 >&2 || true
+	fail "on $n, '$expr' did not hold within $secs s"
+}
+
+wait_connected()
+{
+	wait_for a "p['connection'] == 'connected'" "${1:-30}"
+	wait_for b "p['connection'] == 'connected'" "${1:-30}"
+}
+
+# Both data areas equal byte for byte (after wait-sync on both). Prints the
+# first differing regions when they are not.
+compare_replicas()
+{
+	local sz
+	ctl_on a wait-sync vol0 --timeout "${1:-60}" || fail "a: wait-sync did not succeed"
+	ctl_on b wait-sync vol0 --timeout "${1:-60}" || fail "b: wait-sync did not succeed"
+	python3 - "$T/a/vol0.img" "$T/b/vol0.img" "${VOL_SIZE_BYTES:-0}" <<'EOF' || fail "the replicas differ"
+import sys
+a, b = open(sys.argv[1], 'rb'), open(sys.argv[2], 'rb')
+off, bad, chunk = 0, [], 1 << 20
+while True:
+    x, y = a.read(chunk), b.read(chunk)
+    if not x and not y:
+        break
+    n = max(len(x), len(y))
+    x, y = x.ljust(n, b'\0'), y.ljust(n, b'\0')
+    if x != y:
+        for i in range(0, n, 4096):
+            if x[i:i+4096] != y[i:i+4096]:
+                bad.append(off + i)
+    off += n
+if bad:
+    print("replicas differ in %d blocks of 4K; first at: %s" % (len(bad), ", ".join(hex(o) for o in bad[:10])), file=sys.stderr)
+    sys.exit(1)
+print("replicas identical: %d bytes" % off, file=sys.stderr)
+EOF
+}
+
+# The link proxy between a and b (PROXY=1 in write_config2).
+proxy_start()
+{
+	local pid
+	python3 "$_root/tests/tools/linkproxy.py" --listen "127.0.0.1:$PROXY_PORT" \
+		--target "127.0.0.1:${REPP[b]}" --control "$T/proxy.sock" >"$T/proxy.out" 2>"$T/proxy.log" &
+	pid=$!
+	track "$pid"
+	PROXY_PID=$pid
+	for ((i = 0; i < 100; i++)); do
+		grep -q ready "$T/proxy.out" 2>/dev/null && return 0
+		sleep 0.05
+	done
+	fail "link proxy did not start"
+}
+proxy() { python3 "$_root/tests/tools/linkproxy.py" --control "$T/proxy.sock" --cmd "$*" >/dev/null || fail "proxy $*"; }
+
+# On failure, show both logs (lib.sh's trap shows only a.log); a sanitizer
+# report in either log fails the test.
+_show_logs()
+{
+	local rc=$? n
+	set +e
+	trap - EXIT
+	for n in a b; do
+		if [ -s "$T/$n.log" ] && grep -qE 'AddressSanitizer|runtime error:|LeakSanitizer' "$T/$n.log"; then
+			echo "FAIL: sanitizer report in the log of $n" >&2
+			rc=1
+		fi
+	done
+	if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ]; then
+		for n in a b; do
+			[ -s "$T/$n.log" ] && { echo "--- tail of $n.log ---" >&2; tail -n 40 "$T/$n.log" >&2; }
+		done
+	fi
+	(exit "$rc")
+	_cleanup
+}
+trap _show_logs EXIT
