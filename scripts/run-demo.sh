@@ -1,16 +1,34 @@
 #!/usr/bin/env bash
-# `make run`: starts the embedded demo (examples/demo.ini) in the foreground on
-# loopback and prints where to connect. Ctrl-C stops it cleanly.
+# `make run`: starts the embedded demo cluster (examples/demo.ini): nodes a and
+# b on loopback, volume vol0 replicated synchronously from a to b. Prints
+# where to connect; Ctrl-C stops both nodes cleanly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CFG=examples/demo.ini
 BIN=build
-for c in $(awk -F' *= *' '/^nbd/ {print $2}' "$CFG"); do
-	echo "Tandem demo: volume vol0 (1 GiB) on node a"
-	echo "  NBD:      nbd://$c/vol0"
-	echo "            nbdinfo nbd://$c/vol0"
-	echo "            qemu-img convert -n -O raw disk.img nbd://$c/vol0"
-	echo "  status:   $BIN/tandemctl -c $CFG -n a status"
-	echo "  stop:     Ctrl-C"
+pids=()
+stop() {
+	trap - INT TERM EXIT
+	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+}
+trap stop INT TERM EXIT
+for n in a b; do
+	"$BIN/tandemd" -c "$CFG" -n "$n" -f 2> >(sed -u "s/^/[$n] /" >&2) &
+	pids+=($!)
 done
-exec "$BIN/tandemd" -c "$CFG" -n a -f
+for _ in $(seq 100); do
+	"$BIN/tandemctl" -c "$CFG" -n a ping >/dev/null 2>&1 &&
+		"$BIN/tandemctl" -c "$CFG" -n b ping >/dev/null 2>&1 && break
+	sleep 0.1
+done
+cat <<MSG
+Tandem demo: volume vol0 (1 GiB) on nodes a (primary) and b (secondary), sync replication
+  NBD:      nbd://127.0.0.1:10809/vol0          (the primary; b refuses the export)
+            nbdinfo nbd://127.0.0.1:10809/vol0
+            qemu-img convert -n -O raw disk.img nbd://127.0.0.1:10809/vol0
+  status:   $BIN/tandemctl -c $CFG -n a status
+  switch:   $BIN/tandemctl -c $CFG -n a secondary vol0 && $BIN/tandemctl -c $CFG -n b primary vol0
+  stop:     Ctrl-C
+MSG
+wait

@@ -7,7 +7,11 @@
  * Layout of the metadata file:
  *   [0, 4096)          superblock slot 0
  *   [4096, 8192)       superblock slot 1
- *   [8192, 1 MiB)      reserved (activity log, reservations)
+ *   [8192, 1 MiB)      activity log: one bit per 64 bits of the change bitmap
+ *                      (an "extent" of 64 regions), set before a write to the
+ *                      extent is issued and cleared lazily once the extent is
+ *                      idle and its change bits are on disk. After a crash,
+ *                      every extent set here is treated as out of sync.
  *   [1 MiB, ...)       change bitmap, bm_bytes long (used by replication)
  *
  * Crash safety: a write goes to the slot that does NOT hold the newest valid
@@ -24,6 +28,7 @@
 #define TANDEM_MD_VERSION 1u
 #define TANDEM_MD_SLOT_SIZE 4096u
 #define TANDEM_MD_SLOTS 2u
+#define TANDEM_MD_AL_OFFSET 8192u
 #define TANDEM_MD_BITMAP_OFFSET (1024u * 1024u)
 #define TANDEM_MD_NAME_LEN 64u
 #define TANDEM_MD_HISTORY 4u

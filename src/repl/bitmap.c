@@ -1,6 +1,7 @@
-/* Persistent change bitmap: see bitmap.h. Pages of 4 KiB of the bitmap are
- * the unit of writing; a flush writes every dirty page, then fdatasyncs, and
- * wakes the waiters that were queued before it started (group commit). */
+/* Persistent change bitmap and activity log: see bitmap.h. Pages of 4 KiB of
+ * either area are the unit of writing; a flush writes every dirty page, then
+ * fdatasyncs, and wakes the waiters queued before it started (group commit).
+ * Page numbers: [0, al_pages) are AL pages, the rest bitmap pages. */
 #include "bitmap.h"
 
 #include <errno.h>
@@ -24,13 +25,15 @@ struct bm_pop {
 struct bm {
 	struct ev_loop *ev;
 	int fd;
-	uint64_t file_off;
-	uint64_t size, nbits, nwords, npages;
+	uint64_t file_off, al_off;
+	uint64_t size, nbits, nwords, bm_pages;
+	uint64_t al_words, al_pages, npages;
 	unsigned shift;
-	uint64_t *oos, *disk, *touched;
+	uint64_t *oos, *disk, *touched, *al;
+	uint64_t *cand, *cand_al;
 	uint8_t *pstate;
 	uint64_t oos_count;
-	/* flush machinery (B3) */
+	/* flush machinery (B4) */
 	bool flushing;
 	unsigned writes_left;
 	int flush_err;
@@ -38,6 +41,9 @@ struct bm {
 	struct bm_pop sync_op;
 	struct list wait_next, wait_cur;
 	struct ev_deferred kick;
+	/* clean: the stage after the bitmap write */
+	struct bm_waiter clean_w;
+	struct bm_waiter *clean_user;
 };
 
 uint64_t bm_bytes_on_disk(uint64_t size, uint32_t granularity)
@@ -70,9 +76,8 @@ static void kick_fn(struct ev_deferred *d)
 		flush_start(bm);
 }
 
-static void page_dirty(struct bm *bm, uint64_t word)
+static void page_mark(struct bm *bm, uint64_t p)
 {
-	uint64_t p = word / WORDS_PER_PAGE;
 	if (bm->pstate[p] == P_CLEAN)
 		bm->pstate[p] = P_DIRTY;
 	else if (bm->pstate[p] == P_FLUSHING)
@@ -80,11 +85,58 @@ static void page_dirty(struct bm *bm, uint64_t word)
 	ev_defer(bm->ev, &bm->kick);
 }
 
-int bm_open(struct ev_loop *ev, int fd, uint64_t off, uint64_t size, uint32_t granularity,
-	    bool load, struct bm **out)
+/* Bitmap word i changed. */
+static void word_dirty(struct bm *bm, uint64_t i)
+{
+	page_mark(bm, bm->al_pages + i / WORDS_PER_PAGE);
+}
+
+/* AL word j (bits for extents 64j..64j+63) changed. */
+static void al_dirty(struct bm *bm, uint64_t j)
+{
+	page_mark(bm, j / WORDS_PER_PAGE);
+}
+
+static void *page_mem(struct bm *bm, uint64_t p)
+{
+	return p < bm->al_pages ? (uint8_t *)bm->al + p * PAGE :
+				  (uint8_t *)bm->disk + (p - bm->al_pages) * PAGE;
+}
+
+static uint64_t page_off(struct bm *bm, uint64_t p)
+{
+	return p < bm->al_pages ? bm->al_off + p * PAGE : bm->file_off + (p - bm->al_pages) * PAGE;
+}
+
+static int read_area(int fd, void *buf, uint64_t len, uint64_t off)
+{
+	ssize_t k = pread(fd, buf, len, (off_t)off);
+	if (k < 0)
+		return -errno;
+	/* A short read is an area never written: zeros. */
+	if ((uint64_t)k < len)
+		memset((uint8_t *)buf + k, 0, len - (uint64_t)k);
+	return 0;
+}
+
+static void recount(struct bm *bm)
+{
+	bm->oos_count = 0;
+	for (uint64_t i = 0; i < bm->nwords; i++)
+		bm->oos_count += (uint64_t)__builtin_popcountll(bm->oos[i]);
+}
+
+static uint64_t last_word_mask(const struct bm *bm)
+{
+	return bm->nbits % 64 ? (1ull << (bm->nbits % 64)) - 1 : ~0ull;
+}
+
+int bm_open(struct ev_loop *ev, int fd, uint64_t al_off, uint64_t al_bytes, uint64_t off,
+	    uint64_t size, uint32_t granularity, bool load, bool crashed, struct bm **out)
 {
 	struct bm *bm;
 	uint64_t bytes = bm_bytes_on_disk(size, granularity);
+	int r;
 
 	if (granularity < 4096 || (granularity & (granularity - 1)) || size == 0)
 		return -EINVAL;
@@ -94,42 +146,68 @@ int bm_open(struct ev_loop *ev, int fd, uint64_t off, uint64_t size, uint32_t gr
 	bm->ev = ev;
 	bm->fd = fd;
 	bm->file_off = off;
+	bm->al_off = al_off;
 	bm->size = size;
 	bm->shift = (unsigned)__builtin_ctz(granularity);
 	bm->nbits = (size + granularity - 1) / granularity;
 	bm->nwords = (bm->nbits + 63) / 64;
-	bm->npages = bytes / PAGE;
+	bm->bm_pages = bytes / PAGE;
+	bm->al_words = (bm->nwords + 63) / 64;
+	bm->al_pages = ALIGN_UP(bm->al_words * 8, PAGE) / PAGE;
+	bm->npages = bm->al_pages + bm->bm_pages;
+	if (bm->al_pages * PAGE > al_bytes) {
+		free(bm);
+		return -ENOSPC;
+	}
 	bm->disk = alloc_aligned(bytes);
+	bm->al = alloc_aligned(bm->al_pages * PAGE);
 	bm->oos = calloc(bm->nwords, 8);
 	bm->touched = calloc(bm->nwords, 8);
+	bm->cand = calloc(bm->nwords, 8);
+	bm->cand_al = calloc(bm->al_words, 8);
 	bm->pstate = calloc(bm->npages, 1);
 	bm->pops = calloc(bm->npages, sizeof(*bm->pops));
-	if (!bm->disk || !bm->oos || !bm->touched || !bm->pstate || !bm->pops) {
+	if (!bm->disk || !bm->al || !bm->oos || !bm->touched || !bm->cand || !bm->cand_al ||
+	    !bm->pstate || !bm->pops) {
 		bm_free(bm);
 		return -ENOMEM;
 	}
 	memset(bm->disk, 0, bytes);
+	memset(bm->al, 0, bm->al_pages * PAGE);
 	list_init(&bm->wait_next);
 	list_init(&bm->wait_cur);
 	bm->kick.fn = kick_fn;
 	if (load) {
-		ssize_t k = pread(fd, bm->disk, bytes, (off_t)off);
-		if (k < 0) {
-			int e = -errno;
+		if ((r = read_area(fd, bm->disk, bytes, off)) ||
+		    (r = read_area(fd, bm->al, bm->al_pages * PAGE, al_off))) {
 			bm_free(bm);
-			return e;
+			return r;
 		}
-		/* A short read is an area never written: zeros. Bits past the end
-		 * of the volume are ignored. */
-		if ((uint64_t)k < bytes)
-			memset((uint8_t *)bm->disk + k, 0, bytes - (uint64_t)k);
-		if (bm->nbits % 64)
-			bm->disk[bm->nwords - 1] &= (1ull << (bm->nbits % 64)) - 1;
+		/* Bits past the end of the volume are ignored. */
+		bm->disk[bm->nwords - 1] &= last_word_mask(bm);
 		for (uint64_t i = bm->nwords; i < bytes / 8; i++)
 			bm->disk[i] = 0;
+		for (uint64_t j = bm->al_words; j < bm->al_pages * PAGE / 8; j++)
+			bm->al[j] = 0;
+		if (crashed) {
+			/* Writes may have been in flight anywhere in an active extent. */
+			for (uint64_t i = 0; i < bm->nwords; i++)
+				if ((bm->al[i / 64] >> (i % 64)) & 1) {
+					uint64_t m = i == bm->nwords - 1 ? last_word_mask(bm) : ~0ull;
+					if ((bm->disk[i] & m) != m) {
+						bm->disk[i] |= m;
+						word_dirty(bm, i);
+					}
+				}
+		} else if (bm->al_words) {
+			for (uint64_t j = 0; j < bm->al_words; j++)
+				if (bm->al[j]) {
+					bm->al[j] = 0;
+					al_dirty(bm, j);
+				}
+		}
 		memcpy(bm->oos, bm->disk, bm->nwords * 8);
-		for (uint64_t i = 0; i < bm->nwords; i++)
-			bm->oos_count += (uint64_t)__builtin_popcountll(bm->oos[i]);
+		recount(bm);
 	}
 	*out = bm;
 	return 0;
@@ -141,32 +219,37 @@ void bm_free(struct bm *bm)
 		return;
 	ev_undefer(bm->ev, &bm->kick);
 	free(bm->disk);
+	free(bm->al);
 	free(bm->oos);
 	free(bm->touched);
+	free(bm->cand);
+	free(bm->cand_al);
 	free(bm->pstate);
 	free(bm->pops);
 	free(bm);
 }
 
-/* Chunk range [first, last] touched by [off, off+len), len > 0. */
-static void chunks(const struct bm *bm, uint64_t off, uint64_t len, uint64_t *first,
-		   uint64_t *last)
+/* Region range [first, last] touched by [off, off+len), len > 0. */
+static void regions(const struct bm *bm, uint64_t off, uint64_t len, uint64_t *first,
+		    uint64_t *last)
 {
 	*first = off >> bm->shift;
 	*last = (off + len - 1) >> bm->shift;
 	if (*last >= bm->nbits)
 		*last = bm->nbits - 1;
+	if (*first > *last)
+		*first = *last;
 }
 
-/* Calls fn(word index, mask) for each word of bit range [a, b]. */
-#define FOR_WORDS(a, b, w, mask, body)                                          \
+/* Runs body for each word w of bit range [a, b] with mask the bits in it. */
+#define FOR_WORDS(a, b, w, mask, ...)                                          \
 	do {                                                                    \
 		for (uint64_t w = (a) / 64; w <= (b) / 64; w++) {               \
 			uint64_t lo_ = w == (a) / 64 ? (a) % 64 : 0;             \
 			uint64_t hi_ = w == (b) / 64 ? (b) % 64 : 63;            \
 			uint64_t mask = (hi_ == 63 ? ~0ull : ((1ull << (hi_ + 1)) - 1)) & \
 					~((1ull << lo_) - 1);                   \
-			body;                                                   \
+			__VA_ARGS__;                                            \
 		}                                                               \
 	} while (0)
 
@@ -177,14 +260,16 @@ bool bm_intent(struct bm *bm, uint64_t off, uint64_t len, struct bm_waiter *w)
 
 	if (len == 0)
 		return true;
-	chunks(bm, off, len, &a, &b);
+	regions(bm, off, len, &a, &b);
 	FOR_WORDS(a, b, i, m, {
+		uint64_t j = i / 64, bit = 1ull << (i % 64);
+		uint8_t st;
 		bm->touched[i] |= m;
-		if ((bm->disk[i] & m) != m) {
-			bm->disk[i] |= m;
-			page_dirty(bm, i);
+		if (!(bm->al[j] & bit)) {
+			bm->al[j] |= bit;
+			al_dirty(bm, j);
 		}
-		uint8_t st = bm->pstate[i / WORDS_PER_PAGE];
+		st = bm->pstate[j / WORDS_PER_PAGE];
 		if (st == P_DIRTY || st == P_FLUSHING_DIRTY)
 			need = 1;
 		else if (st == P_FLUSHING && need == 0)
@@ -196,21 +281,24 @@ bool bm_intent(struct bm *bm, uint64_t off, uint64_t len, struct bm_waiter *w)
 	return false;
 }
 
+static void or_word(struct bm *bm, uint64_t i, uint64_t m)
+{
+	bm->oos_count += (uint64_t)__builtin_popcountll(m & ~bm->oos[i]);
+	bm->oos[i] |= m;
+	if ((bm->disk[i] & m) != m) {
+		bm->disk[i] |= m;
+		word_dirty(bm, i);
+	}
+}
+
 void bm_set_oos(struct bm *bm, uint64_t off, uint64_t len)
 {
 	uint64_t a, b;
 
 	if (len == 0)
 		return;
-	chunks(bm, off, len, &a, &b);
-	FOR_WORDS(a, b, i, m, {
-		bm->oos_count += (uint64_t)__builtin_popcountll(m & ~bm->oos[i]);
-		bm->oos[i] |= m;
-		if ((bm->disk[i] & m) != m) {
-			bm->disk[i] |= m;
-			page_dirty(bm, i);
-		}
-	});
+	regions(bm, off, len, &a, &b);
+	FOR_WORDS(a, b, i, m, { or_word(bm, i, m); });
 }
 
 void bm_set_all(struct bm *bm)
@@ -222,14 +310,10 @@ void bm_merge_words(struct bm *bm, uint64_t start, const uint64_t *words, uint32
 {
 	for (uint32_t k = 0; k < n && start + k < bm->nwords; k++) {
 		uint64_t i = start + k, m = words[k];
-		if (i == bm->nwords - 1 && bm->nbits % 64)
-			m &= (1ull << (bm->nbits % 64)) - 1;
-		bm->oos_count += (uint64_t)__builtin_popcountll(m & ~bm->oos[i]);
-		bm->oos[i] |= m;
-		if ((bm->disk[i] & m) != m) {
-			bm->disk[i] |= m;
-			page_dirty(bm, i);
-		}
+		if (i == bm->nwords - 1)
+			m &= last_word_mask(bm);
+		if (m)
+			or_word(bm, i, m);
 	}
 }
 
@@ -295,30 +379,66 @@ void bm_mark_range(uint64_t *words, const struct bm *bm, uint64_t off, uint64_t 
 	uint64_t a, b;
 	if (len == 0)
 		return;
-	chunks(bm, off, len, &a, &b);
+	regions(bm, off, len, &a, &b);
 	FOR_WORDS(a, b, i, m, { words[i] |= m; });
 }
 
-uint64_t bm_clean_prepare(struct bm *bm, const uint64_t *busy, uint64_t *cand)
+uint64_t bm_clean_prepare(struct bm *bm, const uint64_t *busy)
 {
 	uint64_t n = 0;
+
+	memset(bm->cand_al, 0, bm->al_words * 8);
 	for (uint64_t i = 0; i < bm->nwords; i++) {
-		cand[i] = bm->disk[i] & ~(bm->oos[i] | bm->touched[i] | busy[i]);
+		bm->cand[i] = bm->disk[i] & ~(bm->oos[i] | bm->touched[i] | busy[i]);
+		n += (uint64_t)__builtin_popcountll(bm->cand[i]);
+		if (((bm->al[i / 64] >> (i % 64)) & 1) && !bm->touched[i] && !busy[i]) {
+			bm->cand_al[i / 64] |= 1ull << (i % 64);
+			n++;
+		}
 		bm->touched[i] = 0;
-		n += (uint64_t)__builtin_popcountll(cand[i]);
 	}
 	return n;
 }
 
-void bm_clean_commit(struct bm *bm, const uint64_t *cand)
+static void clean_al(struct bm_waiter *w, int err)
 {
-	for (uint64_t i = 0; i < bm->nwords; i++) {
-		uint64_t m = cand[i] & ~(bm->oos[i] | bm->touched[i]) & bm->disk[i];
-		if (m) {
-			bm->disk[i] &= ~m;
-			page_dirty(bm, i);
+	struct bm *bm = container_of(w, struct bm, clean_w);
+	struct bm_waiter *user = bm->clean_user;
+
+	bm->clean_user = NULL;
+	/* B3: the change bits are durable now; extents untouched since prepare
+	 * (a write in flight sets touched when it starts) leave the AL. */
+	if (!err) {
+		for (uint64_t j = 0; j < bm->al_words; j++) {
+			uint64_t m = bm->cand_al[j];
+			for (uint64_t k = 0; m && k < 64; k++) {
+				uint64_t i = j * 64 + k;
+				if (((m >> k) & 1) && i < bm->nwords && bm->touched[i])
+					m &= ~(1ull << k);
+			}
+			m &= bm->al[j];
+			if (m) {
+				bm->al[j] &= ~m;
+				al_dirty(bm, j);
+			}
 		}
 	}
+	if (user)
+		user->cb(user, err);
+}
+
+void bm_clean_commit(struct bm *bm, struct bm_waiter *w)
+{
+	for (uint64_t i = 0; i < bm->nwords; i++) {
+		uint64_t m = bm->cand[i] & ~(bm->oos[i] | bm->touched[i]) & bm->disk[i];
+		if (m) {
+			bm->disk[i] &= ~m;
+			word_dirty(bm, i);
+		}
+	}
+	bm->clean_user = w;
+	bm->clean_w.cb = clean_al;
+	bm_flush(bm, &bm->clean_w);
 }
 
 /* ---- flushing ---- */
@@ -336,6 +456,7 @@ static void wake(struct list *l, int err)
 static void flush_done(struct bm *bm)
 {
 	int err = bm->flush_err;
+	struct list cur;
 
 	for (uint64_t p = 0; p < bm->npages; p++) {
 		if (bm->pstate[p] == P_FLUSHING)
@@ -346,12 +467,9 @@ static void flush_done(struct bm *bm)
 	bm->flushing = false;
 	if (err)
 		log_err("change bitmap: write failed: %s", strerror(-err));
-	{
-		struct list cur;
-		list_init(&cur);
-		list_splice_tail(&cur, &bm->wait_cur);
-		wake(&cur, err);
-	}
+	list_init(&cur);
+	list_splice_tail(&cur, &bm->wait_cur);
+	wake(&cur, err);
 	/* After a failed write, only new waiters retry (no busy loop on a dead disk). */
 	for (uint64_t p = 0; p < bm->npages && !err; p++)
 		if (bm->pstate[p] == P_DIRTY) {
@@ -396,13 +514,13 @@ static void flush_start(struct bm *bm)
 		bm->pstate[p] = P_FLUSHING;
 		bm->pops[p].bm = bm;
 		bm->pops[p].op.cb = write_cb;
-		io_uring_prep_write(ev_sqe(bm->ev, &bm->pops[p].op), bm->fd,
-				    (uint8_t *)bm->disk + p * PAGE, PAGE, bm->file_off + p * PAGE);
+		io_uring_prep_write(ev_sqe(bm->ev, &bm->pops[p].op), bm->fd, page_mem(bm, p), PAGE,
+				    page_off(bm, p));
 		n++;
 	}
 	list_splice_tail(&bm->wait_cur, &bm->wait_next);
 	if (n == 0) {
-		/* Nothing dirty: the waiters' bits are durable already. */
+		/* Nothing dirty: what the waiters need is durable already. */
 		struct list cur;
 		list_init(&cur);
 		list_splice_tail(&cur, &bm->wait_cur);
@@ -422,19 +540,34 @@ void bm_flush(struct bm *bm, struct bm_waiter *w)
 
 bool bm_busy(const struct bm *bm)
 {
-	return bm->flushing || !list_empty(&bm->wait_next) || !list_empty(&bm->wait_cur);
+	return bm->flushing || !list_empty(&bm->wait_next) || !list_empty(&bm->wait_cur) ||
+	       bm->clean_user;
 }
 
-int bm_sync(struct bm *bm)
+static int write_pages(struct bm *bm)
 {
 	for (uint64_t p = 0; p < bm->npages; p++) {
 		if (bm->pstate[p] == P_CLEAN)
 			continue;
-		if (pwrite(bm->fd, (uint8_t *)bm->disk + p * PAGE, PAGE,
-			   (off_t)(bm->file_off + p * PAGE)) != (ssize_t)PAGE)
+		if (pwrite(bm->fd, page_mem(bm, p), PAGE, (off_t)page_off(bm, p)) != (ssize_t)PAGE)
 			return -EIO;
-		if (bm->pstate[p] == P_DIRTY)
-			bm->pstate[p] = P_CLEAN;
+		bm->pstate[p] = P_CLEAN;
 	}
 	return fdatasync(bm->fd) < 0 ? -errno : 0;
+}
+
+int bm_sync(struct bm *bm)
+{
+	int r = write_pages(bm);
+
+	if (r)
+		return r;
+	/* Every change bit is on disk: the AL has nothing left to cover. */
+	for (uint64_t j = 0; j < bm->al_words; j++)
+		if (bm->al[j]) {
+			bm->al[j] = 0;
+			al_dirty(bm, j);
+		}
+	ev_undefer(bm->ev, &bm->kick);
+	return write_pages(bm);
 }

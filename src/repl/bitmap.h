@@ -1,23 +1,27 @@
-/* The persistent change bitmap of a replicated volume: one bit per
- * `granularity` bytes of the data area, kept in the metadata file.
+/* The persistent change bitmap of a replicated volume, and its activity log.
  *
- * Meaning of a bit ON DISK: "this region may differ from the peer's copy".
- * It is set, durably, before any write to the region is issued (write
- * intent), so that neither a crash of this node nor the loss of the peer can
- * lose track of a region that changed. In memory the module keeps:
+ * Change bitmap: one bit per `granularity` bytes of the data area (a
+ * "region"), kept in the metadata file. A bit means "this region may differ
+ * from the peer's copy". In memory:
  *   oos    regions known to be out of sync (the peer lacks a write, or a
  *          resync has not copied them yet);
- *   disk   the bits as on disk (or as they will be once the pending flush
- *          completes): always a superset of oos and of every region with a
- *          write in flight;
- * Bits of `disk` that are neither out of sync nor busy are cleared lazily by
- * bm_clean(), so that hot regions cost no metadata write per request.
+ *   disk   the bits as on disk or as the next flush writes them: a superset
+ *          of oos. Set bits reach the disk lazily; cleared ones only through
+ *          bm_clean_*, after the data of both copies was flushed.
+ * Activity log (AL): one bit per 64 regions (an "extent", one word of the
+ * bitmap). Before any write to an extent is issued, its AL bit is durable
+ * (write intent), so that a crash loses no record of a write in flight or of
+ * an out-of-sync bit not yet written: after a crash, every extent in the AL
+ * counts as out of sync. AL bits are cleared lazily once an extent is idle and
+ * its change bits are on disk, so hot extents cost no metadata write.
  *
  * Invariants:
  *   B1. oos ⊆ disk, in memory at every moment.
- *   B2. A waiter of bm_intent() runs only once the bits it needs are durable.
- *   B3. At most one flush (page writes + fdatasync) is in flight.
- * Owns: its memory; writes the bitmap area of the metadata fd it is given.
+ *   B2. A waiter of bm_intent() runs only once the AL bits it needs are durable.
+ *   B3. An AL bit is cleared on disk only after the change bits of its extent
+ *       are durable, and never while a write to the extent is in flight.
+ *   B4. At most one flush (page writes + fdatasync) is in flight.
+ * Owns: its memory; writes the AL and bitmap areas of the metadata fd given.
  * Never: closes that fd; touches the superblock slots. */
 #ifndef TANDEM_REPL_BITMAP_H
 #define TANDEM_REPL_BITMAP_H
@@ -36,10 +40,12 @@ struct bm_waiter {
 struct bm;
 
 /* Bitmap for size bytes at granularity (a power of two >= 4096) in the file
- * fd at byte off. With load, reads the bits that are on disk (synchronously;
- * start-up only) and takes every set bit as out of sync. */
-int bm_open(struct ev_loop *ev, int fd, uint64_t off, uint64_t size, uint32_t granularity,
-	    bool load, struct bm **out);
+ * fd: the AL at al_off (room for al_bytes), the bitmap at off. With load,
+ * reads both (synchronously; start-up only) and takes every set bit as out of
+ * sync; with crashed, also every extent of the AL. Returns -ENOSPC when the
+ * AL does not fit in al_bytes. */
+int bm_open(struct ev_loop *ev, int fd, uint64_t al_off, uint64_t al_bytes, uint64_t off,
+	    uint64_t size, uint32_t granularity, bool load, bool crashed, struct bm **out);
 /* Flushes nothing; waiters must be gone (bm_busy() false). NULL is a no-op. */
 void bm_free(struct bm *bm);
 
@@ -48,12 +54,12 @@ uint32_t bm_granularity(const struct bm *bm);
 uint64_t bm_nbits(const struct bm *bm);
 uint64_t bm_words(const struct bm *bm);
 
-/* Write intent for [off, off+len): returns true when the bits are already
- * durable (go ahead now), else false and w->cb runs once they are. */
+/* Write intent for [off, off+len): returns true when the AL bits of its
+ * extents are already durable (go ahead now), else false and w->cb runs once
+ * they are. */
 bool bm_intent(struct bm *bm, uint64_t off, uint64_t len, struct bm_waiter *w);
-/* Marks [off, off+len) out of sync (every chunk it touches). The disk bits are
- * already durable when the range had a completed bm_intent; otherwise they are
- * written by the next flush. */
+/* Marks [off, off+len) out of sync (every region it touches); the bits reach
+ * the disk with the next flush (the AL covers them until then). */
 void bm_set_oos(struct bm *bm, uint64_t off, uint64_t len);
 /* Marks every bit out of sync (full sync). */
 void bm_set_all(struct bm *bm);
@@ -72,19 +78,21 @@ uint64_t bm_disk_word(const struct bm *bm, uint64_t i);
 int64_t bm_next_oos(const struct bm *bm, uint64_t from);
 
 /* Lazy clearing, in two steps around a flush of the data on both nodes (a
- * bit may only go once both copies of its region are durable):
- * prepare fills cand (bm_words() words) with the disk bits that are neither
- * out of sync, nor busy (chunks with writes in flight, marked by the caller),
- * nor written since the previous prepare, and returns how many there are;
- * commit clears those of them still untouched and not out of sync. */
-uint64_t bm_clean_prepare(struct bm *bm, const uint64_t *busy, uint64_t *cand);
-void bm_clean_commit(struct bm *bm, const uint64_t *cand);
+ * change bit may only go once both copies of its region are durable):
+ * prepare picks the change bits that are neither out of sync, nor busy
+ * (regions with writes in flight, marked by the caller in busy[], bm_words()
+ * words), nor written since the previous prepare, and the AL extents that are
+ * idle; it returns how many it picked. commit clears those still untouched,
+ * writes the bitmap, then clears the AL bits (B3) and runs w (optional). */
+uint64_t bm_clean_prepare(struct bm *bm, const uint64_t *busy);
+void bm_clean_commit(struct bm *bm, struct bm_waiter *w);
 void bm_mark_range(uint64_t *words, const struct bm *bm, uint64_t off, uint64_t len);
 
 /* Writes whatever is dirty; w (optional) runs once it is durable. */
 void bm_flush(struct bm *bm, struct bm_waiter *w);
 bool bm_busy(const struct bm *bm); /* a flush or waiters outstanding */
-/* Synchronous write of every dirty page plus fdatasync (shutdown paths). */
+/* Clean shutdown (synchronous): writes every dirty page, fdatasyncs, then
+ * empties the AL on disk. The data area must have been flushed first. */
 int bm_sync(struct bm *bm);
 
 #endif

@@ -21,6 +21,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "../common/bufpool.h"
 #include "../common/list.h"
 #include "../common/log.h"
 #include "../common/util.h"
@@ -126,11 +127,13 @@ struct repl {
 	/* keepalive and cleaner */
 	struct ev_timer tick;
 	uint64_t last_ping_ns, last_clean_ns, ping_cookie;
-	uint64_t *busy, *cand;
+	uint64_t *busy;
 	bool cleaning;
 	unsigned clean_parts;
 	struct vol_io clean_local, clean_peer;
+	struct bm_waiter clean_w;
 	unsigned nbound; /* connections bound to this volume, alive or draining */
+	struct bufpool pool; /* data buffers of resync and applied requests */
 	/* demotion: the peer has heard of it once its pong for this cookie is back */
 	uint64_t demote_cookie;
 };
@@ -687,7 +690,7 @@ static void rs_free(struct repl *r, struct rsreq *q)
 {
 	list_del(&q->link);
 	r->rs_bytes -= q->io.len;
-	free(q->io.buf);
+	bufpool_put(&r->pool, q->io.buf, q->io.len);
 	free(q);
 	ev_defer(r->ev, &r->rs_kick);
 }
@@ -811,7 +814,7 @@ static void rs_pump(struct repl *r)
 		    busy_with(r, &r->rs_inflight, off, len, true))
 			continue;
 		q = calloc(1, sizeof(*q));
-		if (!q || !(q->io.buf = alloc_aligned(len))) {
+		if (!q || !(q->io.buf = bufpool_get(&r->pool, len))) {
 			free(q);
 			break;
 		}
@@ -911,7 +914,8 @@ static void apply_done(struct vol_io *io, int res)
 	    c->r->rs == RR_SYNCTARGET && (a->type == REPL_WRITE || a->type == REPL_ZERO))
 		bm_clear_oos(c->r->bm, a->io.off, a->io.len);
 	ack_add(c, a->seq, res);
-	free(a->io.buf);
+	if (a->io.buf)
+		bufpool_put(&c->r->pool, a->io.buf, a->io.len);
 	free(a);
 	list_for_each_safe(pos, tmp, &c->apply_wait) {
 		struct rapply *w = container_of(pos, struct rapply, link);
@@ -976,7 +980,8 @@ static void data_rx_done(struct net_conn *nc, int err)
 
 	c->rx_cur = NULL;
 	if (err) {
-		free(a->io.buf);
+		c->apply_bytes -= a->io.len;
+		bufpool_put(&c->r->pool, a->io.buf, a->io.len);
 		free(a);
 		return;
 	}
@@ -1282,7 +1287,7 @@ static int handle_msg(struct rconn *c, const uint8_t *body)
 			return -1;
 		}
 		if (m->data_len) {
-			a->io.buf = alloc_aligned(m->data_len);
+			a->io.buf = bufpool_get(&r->pool, m->data_len);
 			if (!a->io.buf) {
 				free(a);
 				conn_fail(c, "out of memory");
@@ -1504,9 +1509,17 @@ static void clean_part_done(struct vol_io *io, int res)
 		io->rep.lres = res;
 	if (--r->clean_parts)
 		return;
-	r->cleaning = false;
 	if (r->clean_local.rep.lres == 0 && r->clean_peer.rep.lres == 0)
-		bm_clean_commit(r->bm, r->cand);
+		bm_clean_commit(r->bm, &r->clean_w);
+	else
+		r->cleaning = false;
+}
+
+static void clean_committed(struct bm_waiter *w, int err)
+{
+	struct repl *r = container_of(w, struct repl, clean_w);
+	(void)err;
+	r->cleaning = false;
 }
 
 static void clean_start(struct repl *r)
@@ -1523,11 +1536,12 @@ static void clean_start(struct repl *r)
 	 * only go once both copies of its region are durable (bitmap.h). Only a
 	 * primary sends the peer a FLUSH (R6); a secondary's bits speak of its
 	 * own copy, which a local flush makes durable. */
-	if (!peer || bm_clean_prepare(r->bm, r->busy, r->cand) == 0)
+	if (!peer || bm_clean_prepare(r->bm, r->busy) == 0)
 		return;
 	peer = r->v->role == VOL_PRIMARY;
 	r->cleaning = true;
 	r->clean_parts = 2;
+	r->clean_w.cb = clean_committed;
 	memset(&r->clean_local, 0, sizeof(r->clean_local));
 	memset(&r->clean_peer, 0, sizeof(r->clean_peer));
 	r->clean_local.type = BS_FLUSH;
@@ -1608,6 +1622,7 @@ int repl_new(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned se
 	r->tick.fn = tick;
 	r->rs_kick.fn = rs_kick_fn;
 	r->backoff_ms = RETRY_MIN_MS;
+	bufpool_init(&r->pool, 64u << 20);
 	list_init(&r->inflight);
 	list_init(&r->waiting);
 	list_init(&r->rs_inflight);
@@ -1631,8 +1646,8 @@ int repl_new(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned se
 			 v->name, (unsigned long long)cv->bitmap_granularity, m->bm_granularity,
 			 m->bm_granularity);
 	}
-	rc = bm_open(ev, v->md->fd, m->bm_offset, v->size, m->bm_granularity, !v->md->created,
-		     &r->bm);
+	rc = bm_open(ev, v->md->fd, TANDEM_MD_AL_OFFSET, TANDEM_MD_BITMAP_OFFSET - TANDEM_MD_AL_OFFSET,
+		     m->bm_offset, v->size, m->bm_granularity, !v->md->created, v->crashed, &r->bm);
 	if (rc) {
 		snprintf(err, errlen, "volume %s: change bitmap: %s", v->name, strerror(-rc));
 		free(r);
@@ -1640,12 +1655,10 @@ int repl_new(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned se
 	}
 	r->slots = calloc(NSLOTS, sizeof(*r->slots));
 	r->busy = calloc(bm_words(r->bm), 8);
-	r->cand = calloc(bm_words(r->bm), 8);
-	if (!r->slots || !r->busy || !r->cand) {
+	if (!r->slots || !r->busy) {
 		bm_free(r->bm);
 		free(r->slots);
 		free(r->busy);
-		free(r->cand);
 		free(r);
 		return -ENOMEM;
 	}
@@ -1699,12 +1712,13 @@ void repl_free(struct repl *r)
 	ev_undefer(r->ev, &r->rs_kick);
 	if (r->dial_fd >= 0)
 		close(r->dial_fd);
-	if (bm_sync(r->bm))
+	/* The AL may only be emptied once the data it covers is durable. */
+	if (r->v->bs->ops->sync(r->v->bs) < 0 || bm_sync(r->bm))
 		log_err("volume %s: could not write the change bitmap", r->v->name);
 	bm_free(r->bm);
 	free(r->slots);
 	free(r->busy);
-	free(r->cand);
+	bufpool_drain(&r->pool);
 	r->v->repl = NULL;
 	free(r);
 }

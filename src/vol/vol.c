@@ -294,8 +294,8 @@ int vol_open(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned ni
 	else
 		v->role = (v->md->created && cv->nodes[0] == ni) ? VOL_PRIMARY : VOL_SECONDARY;
 	/* Remembered before this open clears it: a primary that crashed. */
-	v->crashed_primary = !(v->md->sb.flags & TANDEM_MD_F_CLEAN) && !v->md->created &&
-			     (v->md->sb.flags & TANDEM_MD_F_PRIMARY);
+	v->crashed = !(v->md->sb.flags & TANDEM_MD_F_CLEAN) && !v->md->created;
+	v->crashed_primary = v->crashed && (v->md->sb.flags & TANDEM_MD_F_PRIMARY);
 	if (v->md->sb.flags & TANDEM_MD_F_CLEAN) {
 		v->md->sb.flags &= ~TANDEM_MD_F_CLEAN;
 	} else if (!v->md->created) {

@@ -54,7 +54,8 @@ struct vol {
 	/* replication: NULL for a volume that lives on one node */
 	struct repl *repl;
 	bool demoting; /* role change to secondary pending: new I/O refused */
-	bool crashed_primary; /* was primary when it stopped without a clean shutdown */
+	bool crashed;         /* did not shut down cleanly last time */
+	bool crashed_primary; /* ... and was primary then */
 };
 
 /* Per-request replication state, used only by src/repl. */
