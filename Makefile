@@ -89,7 +89,7 @@ FUZZ_SECONDS ?= 20
 build/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz.h $(LIB_SRC)
 	@mkdir -p build/fuzz
 	clang -std=gnu11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined $< $(LIB_SRC) \
-		-luring -linih -o $@
+		$(LDLIBS) -o $@
 fuzz: deps-check $(FUZZ_BIN)
 fuzz-run: fuzz
 	@bash tests/run-fuzz.sh $(FUZZ_SECONDS)

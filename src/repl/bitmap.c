@@ -31,6 +31,7 @@ struct bm {
 	unsigned shift;
 	uint64_t *oos, *disk, *touched, *al;
 	uint64_t *cand, *cand_al;
+	uint64_t *al_hold; /* extents that gained a change bit since prepare */
 	uint8_t *pstate;
 	uint64_t oos_count;
 	/* flush machinery (B4) */
@@ -165,9 +166,10 @@ int bm_open(struct ev_loop *ev, int fd, uint64_t al_off, uint64_t al_bytes, uint
 	bm->touched = calloc(bm->nwords, 8);
 	bm->cand = calloc(bm->nwords, 8);
 	bm->cand_al = calloc(bm->al_words, 8);
+	bm->al_hold = calloc(bm->al_words, 8);
 	bm->pstate = calloc(bm->npages, 1);
 	bm->pops = calloc(bm->npages, sizeof(*bm->pops));
-	if (!bm->disk || !bm->al || !bm->oos || !bm->touched || !bm->cand || !bm->cand_al ||
+	if (!bm->disk || !bm->al || !bm->oos || !bm->touched || !bm->cand || !bm->cand_al || !bm->al_hold ||
 	    !bm->pstate || !bm->pops) {
 		bm_free(bm);
 		return -ENOMEM;
@@ -224,6 +226,7 @@ void bm_free(struct bm *bm)
 	free(bm->touched);
 	free(bm->cand);
 	free(bm->cand_al);
+	free(bm->al_hold);
 	free(bm->pstate);
 	free(bm->pops);
 	free(bm);
@@ -278,11 +281,15 @@ bool bm_intent(struct bm *bm, uint64_t off, uint64_t len, struct bm_waiter *w)
 	if (need == 0)
 		return true;
 	list_add_tail(need == 1 ? &bm->wait_next : &bm->wait_cur, &w->link);
+	if (need == 1)
+		ev_defer(bm->ev, &bm->kick); /* also after a failed flush left pages dirty */
 	return false;
 }
 
 static void or_word(struct bm *bm, uint64_t i, uint64_t m)
 {
+	/* B3: an extent that gains a change bit stays in the AL this round. */
+	bm->al_hold[i / 64] |= 1ull << (i % 64);
 	bm->oos_count += (uint64_t)__builtin_popcountll(m & ~bm->oos[i]);
 	bm->oos[i] |= m;
 	if ((bm->disk[i] & m) != m) {
@@ -391,12 +398,14 @@ uint64_t bm_clean_prepare(struct bm *bm, const uint64_t *busy)
 	for (uint64_t i = 0; i < bm->nwords; i++) {
 		bm->cand[i] = bm->disk[i] & ~(bm->oos[i] | bm->touched[i] | busy[i]);
 		n += (uint64_t)__builtin_popcountll(bm->cand[i]);
-		if (((bm->al[i / 64] >> (i % 64)) & 1) && !bm->touched[i] && !busy[i]) {
+		if (((bm->al[i / 64] >> (i % 64)) & 1) && !bm->touched[i] && !busy[i] &&
+		    !((bm->al_hold[i / 64] >> (i % 64)) & 1)) {
 			bm->cand_al[i / 64] |= 1ull << (i % 64);
 			n++;
 		}
 		bm->touched[i] = 0;
 	}
+	memset(bm->al_hold, 0, bm->al_words * 8);
 	return n;
 }
 
@@ -410,7 +419,7 @@ static void clean_al(struct bm_waiter *w, int err)
 	 * (a write in flight sets touched when it starts) leave the AL. */
 	if (!err) {
 		for (uint64_t j = 0; j < bm->al_words; j++) {
-			uint64_t m = bm->cand_al[j];
+			uint64_t m = bm->cand_al[j] & ~bm->al_hold[j];
 			for (uint64_t k = 0; m && k < 64; k++) {
 				uint64_t i = j * 64 + k;
 				if (((m >> k) & 1) && i < bm->nwords && bm->touched[i])

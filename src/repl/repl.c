@@ -86,7 +86,7 @@ struct rconn {
 	uint32_t nack;
 	struct ev_deferred ack_flush, reap;
 	uint64_t last_rx_bytes, last_rx_ns;
-	struct list link; /* in the server's list */
+	struct list link; /* in the server's list, then in repl.bound */
 };
 
 struct repl {
@@ -121,6 +121,7 @@ struct repl {
 	struct list inflight, waiting;
 	/* resync */
 	struct list rs_inflight;
+	unsigned rs_flushing; /* RS_DONE flushes in flight */
 	uint64_t rs_bytes, rs_cursor, rs_total, rs_done_bytes;
 	uint64_t rate_t0, rate_b0, rate_bps;
 	struct ev_deferred rs_kick;
@@ -132,7 +133,8 @@ struct repl {
 	unsigned clean_parts;
 	struct vol_io clean_local, clean_peer;
 	struct bm_waiter clean_w;
-	unsigned nbound; /* connections bound to this volume, alive or draining */
+	unsigned nbound;   /* connections bound to this volume, alive or draining */
+	struct list bound; /* ... all of them (rconn.link) */
 	struct bufpool pool; /* data buffers of resync and applied requests */
 	/* demotion: the peer has heard of it once its pong for this cookie is back */
 	uint64_t demote_cookie;
@@ -314,10 +316,9 @@ static void reap_fn(struct ev_deferred *d)
 
 	if (!c->net_closed || c->napply)
 		return;
-	if (c->in_srv) {
-		list_del(&c->link);
+	list_del(&c->link);
+	if (c->in_srv)
 		c->srv->nconns--;
-	}
 	if (c->r)
 		c->r->nbound--;
 	ev_undefer(c->net.ev, &c->ack_flush);
@@ -1128,6 +1129,38 @@ static void handshake_decide(struct rconn *c)
 
 static int on_hello(struct rconn *c, const struct repl_hello *h);
 
+struct rsdone {
+	struct vol_io io;
+	struct repl *r;
+	uint64_t gen;
+};
+
+static void rs_done_flushed(struct vol_io *io, int res)
+{
+	struct rsdone *d = container_of(io, struct rsdone, io);
+	struct repl *r = d->r;
+	uint64_t gen = d->gen;
+
+	free(d);
+	r->rs_flushing--;
+	if (res || r->rs != RR_SYNCTARGET) {
+		if (r->conn)
+			conn_fail(r->conn, "flushing the resynced data failed");
+		return;
+	}
+	gen_push_history(sb(r)->gen_history, sb(r)->gen_current);
+	sb(r)->gen_current = gen;
+	sb(r)->gen_bitmap = GEN_NONE;
+	bm_clear_all_oos(r->bm);
+	vol_md_write(r->v);
+	vol_set_disk(r->v, VOL_UPTODATE);
+	log_info("volume %s: resync from %s done", r->v->name, peer_name(r));
+	set_rs(r, RR_ESTABLISHED);
+	r->rate_bps = 0;
+	if (r->conn)
+		send_state(r->conn);
+}
+
 /* ---- receiving ---- */
 
 static int handle_msg(struct rconn *c, const uint8_t *body)
@@ -1300,21 +1333,26 @@ static int handle_msg(struct rconn *c, const uint8_t *body)
 		apply_queue(c, a);
 		return 0;
 	}
-	case REPL_RS_DONE:
+	case REPL_RS_DONE: {
+		struct rsdone *d;
 		if (r->rs != RR_SYNCTARGET) {
 			conn_fail(c, "resync done while not sync target");
 			return -1;
 		}
-		gen_push_history(sb(r)->gen_history, sb(r)->gen_current);
-		sb(r)->gen_current = m->u.gen.gen_current;
-		sb(r)->gen_bitmap = GEN_NONE;
-		bm_clear_all_oos(r->bm);
-		vol_md_write(r->v);
-		vol_set_disk(r->v, VOL_UPTODATE);
-		log_info("volume %s: resync from %s done", r->v->name, c->peer_node);
-		set_rs(r, RR_ESTABLISHED);
-		r->rate_bps = 0;
+		/* The copied data must be durable before the disk is called up
+		 * to date. */
+		d = calloc(1, sizeof(*d));
+		if (!d) {
+			conn_fail(c, "out of memory");
+			return -1;
+		}
+		d->r = r;
+		d->gen = m->u.gen.gen_current;
+		d->io.type = BS_FLUSH;
+		r->rs_flushing++;
+		vol_local(r->v, &d->io, rs_done_flushed);
 		return 0;
+	}
 	case REPL_SET_GEN:
 		if (r->v->role == VOL_PRIMARY || sb(r)->gen_current != m->u.gen.gen_bitmap) {
 			conn_fail(c, "unexpected new generation from %s", c->peer_node);
@@ -1464,6 +1502,7 @@ static void dial_cb(struct ev_op *op, int res, uint32_t flags)
 	r->dial_fd = -1;
 	c->r = r;
 	r->nbound++;
+	list_add(&r->bound, &c->link);
 	c->dialer = true;
 	c->ack_flush.fn = ack_flush_fn;
 	c->reap.fn = reap_fn;
@@ -1625,6 +1664,7 @@ int repl_new(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned se
 	bufpool_init(&r->pool, 64u << 20);
 	list_init(&r->inflight);
 	list_init(&r->waiting);
+	list_init(&r->bound);
 	list_init(&r->rs_inflight);
 	addr = cfg->nodes[r->peer_ix].replication_advertise[0] ? cfg->nodes[r->peer_ix].replication_advertise :
 							      cfg->nodes[r->peer_ix].replication;
@@ -1692,15 +1732,18 @@ void repl_shutdown(struct repl *r)
 		r->cancel_op.cb = cancel_cb;
 		io_uring_prep_cancel(ev_sqe(r->ev, &r->cancel_op), &r->dial_op, 0);
 	}
-	if (r->conn)
-		conn_abort(r->conn);
+	{
+		struct list *pos, *tmp;
+		list_for_each_safe(pos, tmp, &r->bound)
+			conn_abort(container_of(pos, struct rconn, link));
+	}
 	set_cs(r, RC_STANDALONE);
 }
 
 bool repl_idle(const struct repl *r)
 {
 	return !r->conn && !r->nbound && !r->dialing && list_empty(&r->inflight) && list_empty(&r->waiting) &&
-	       list_empty(&r->rs_inflight) && !r->cleaning && !bm_busy(r->bm);
+	       list_empty(&r->rs_inflight) && !r->rs_flushing && !r->cleaning && !bm_busy(r->bm);
 }
 
 void repl_free(struct repl *r)
@@ -1960,6 +2003,7 @@ static int on_hello(struct rconn *c, const struct repl_hello *h)
 		s->nconns--;
 		c->r = r;
 		r->nbound++;
+		list_add(&r->bound, &c->link);
 		memcpy(c->nonce_peer, h->nonce, REPL_NONCE_LEN);
 		send_hello(c, r->v->name);
 		send_auth(c);

@@ -32,25 +32,43 @@ struct gen_decision gen_decide(const struct gen_view *me, const struct gen_view 
 {
 	struct gen_decision d = { GEN_UNRELATED, false };
 
+	bool peer_from_me, me_from_peer;
+
 	if (me->current == GEN_NONE && peer->current == GEN_NONE) {
 		d.verdict = GEN_NO_DATA;
 		return d;
 	}
-	/* The peer branched from what this side holds (also from "empty"). */
-	if (peer->bitmap != GEN_NONE && peer->bitmap == me->current) {
-		d.verdict = GEN_TARGET;
-		return d;
-	}
-	if (me->bitmap != GEN_NONE && me->bitmap == peer->current) {
-		d.verdict = GEN_SOURCE;
-		return d;
-	}
-	if (me->current == GEN_NONE || (me->current == GEN_EMPTY && peer->current != GEN_EMPTY)) {
+	if (me->current == GEN_NONE) {
 		d.verdict = GEN_TARGET;
 		d.full = true;
 		return d;
 	}
-	if (peer->current == GEN_NONE || (peer->current == GEN_EMPTY && me->current != GEN_EMPTY)) {
+	if (peer->current == GEN_NONE) {
+		d.verdict = GEN_SOURCE;
+		d.full = true;
+		return d;
+	}
+	/* One side branched from what the other holds (also from "empty"). */
+	peer_from_me = peer->bitmap != GEN_NONE && peer->bitmap == me->current;
+	me_from_peer = me->bitmap != GEN_NONE && me->bitmap == peer->current;
+	if (peer_from_me && me_from_peer) {
+		d.verdict = GEN_SPLIT_BRAIN; /* each claims to descend from the other */
+		return d;
+	}
+	if (peer_from_me) {
+		d.verdict = GEN_TARGET;
+		return d;
+	}
+	if (me_from_peer) {
+		d.verdict = GEN_SOURCE;
+		return d;
+	}
+	if (me->current == GEN_EMPTY && peer->current != GEN_EMPTY) {
+		d.verdict = GEN_TARGET;
+		d.full = true;
+		return d;
+	}
+	if (peer->current == GEN_EMPTY && me->current != GEN_EMPTY) {
 		d.verdict = GEN_SOURCE;
 		d.full = true;
 		return d;
@@ -70,14 +88,6 @@ struct gen_decision gen_decide(const struct gen_view *me, const struct gen_view 
 		else
 			i_src = me_first;
 		d.verdict = i_src ? GEN_SOURCE : GEN_TARGET;
-		return d;
-	}
-	if (peer->bitmap != GEN_NONE && peer->bitmap == me->current) {
-		d.verdict = GEN_TARGET;
-		return d;
-	}
-	if (me->bitmap != GEN_NONE && me->bitmap == peer->current) {
-		d.verdict = GEN_SOURCE;
 		return d;
 	}
 	if (me->bitmap > GEN_EMPTY && me->bitmap == peer->bitmap) {

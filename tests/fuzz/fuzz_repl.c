@@ -1,0 +1,283 @@
+/* libFuzzer harness for the replication codec: every byte a peer controls.
+ * The input is a stream of messages as it arrives on a connection, after one
+ * leading mode byte that decides how headers are presented (so that the
+ * fuzzer spends its time behind the first checks):
+ *   bit 0: the header magic is forced valid;
+ *   bit 1: the header flags and reserved field are forced to zero.
+ * Messages are decoded one after the other as the connection code does it:
+ * the 16-byte header, then repl_body_needed() bytes of body copied into a
+ * heap buffer of exactly that size (ASan sees any read past it), then the
+ * body; a WRITE / RS_DATA payload is skipped. The stream ends at the first
+ * refused or incomplete message. Every accepted message must satisfy the
+ * limits the connection code relies on; the var part must lie inside the
+ * body and is read through repl_bitmap_word / repl_ack_entry; re-encoding
+ * the decoded message must give the received bytes back, and decoding those
+ * must give the same struct. A violated property calls abort(). */
+#include <endian.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../src/repl/repl_codec.h"
+
+#include "fuzz.h"
+
+#define HDR sizeof(struct repl_hdr)
+#define OUT_MAX (HDR + sizeof(struct repl_bitmap) + REPL_MAX_BITMAP_WORDS * 8u)
+
+static int name_ok(const char *s)
+{
+	size_t n = strnlen(s, REPL_NAME_LEN);
+
+	if (n == 0 || n > 32)
+		return 0;
+	for (size_t i = n; i < REPL_NAME_LEN; i++)
+		if (s[i])
+			return 0;
+	return 1;
+}
+
+/* The fixed part of the union that the type uses. */
+static size_t fixed_size(uint16_t type)
+{
+	switch (type) {
+	case REPL_HELLO: return sizeof(struct repl_hello);
+	case REPL_AUTH: return sizeof(struct repl_auth);
+	case REPL_STATE: return sizeof(struct repl_state);
+	case REPL_BITMAP: return sizeof(struct repl_bitmap);
+	case REPL_WRITE:
+	case REPL_RS_DATA:
+	case REPL_TRIM:
+	case REPL_ZERO: return sizeof(struct repl_io);
+	case REPL_FLUSH: return sizeof(struct repl_flush);
+	case REPL_ACK: return sizeof(struct repl_ack);
+	case REPL_PING:
+	case REPL_PONG: return sizeof(struct repl_ping);
+	case REPL_RS_DONE:
+	case REPL_SET_GEN: return sizeof(struct repl_gen);
+	case REPL_BITMAP_END:
+	case REPL_ERROR: return 0;
+	default: abort(); /* an unknown type was accepted */
+	}
+}
+
+/* Checks what the connection code relies on for an accepted message. */
+static void check_fields(const struct repl_msg *m, const uint8_t *body, uint32_t need)
+{
+	size_t fl = fixed_size(m->type);
+
+	CHECK(need <= m->len);
+	if (m->var) {
+		CHECK(m->var >= body && m->var_len <= need &&
+		      (size_t)(m->var - body) <= need - m->var_len);
+		CHECK(m->var == body + fl);
+		CHECK(m->var_len == m->len - fl);
+	} else {
+		CHECK(m->var_len == 0);
+	}
+	if (m->type != REPL_WRITE && m->type != REPL_RS_DATA) {
+		CHECK(m->data_len == 0);
+		CHECK(need == m->len);
+	}
+	switch (m->type) {
+	case REPL_HELLO: {
+		const struct repl_hello *h = &m->u.hello;
+		CHECK(m->len == sizeof(*h));
+		CHECK(h->magic == REPL_HELLO_MAGIC);
+		CHECK(h->proto_min >= 1 && h->proto_min <= h->proto_max);
+		CHECK(name_ok(h->cluster) && name_ok(h->node) && name_ok(h->volume));
+		for (size_t i = 0; i < sizeof(h->reserved); i++)
+			CHECK(h->reserved[i] == 0);
+		CHECK(h->reserved0 == 0);
+		break;
+	}
+	case REPL_AUTH: CHECK(m->len == sizeof(struct repl_auth)); break;
+	case REPL_STATE: {
+		const struct repl_state *s = &m->u.state;
+		uint32_t g = s->bm_granularity;
+		CHECK(m->len == sizeof(*s));
+		CHECK(s->size > 0 && s->size % 4096 == 0);
+		CHECK(g >= 4096 && g <= (64u << 20) && (g & (g - 1)) == 0);
+		CHECK(s->role <= REPL_ROLE_PRIMARY && s->disk <= 4);
+		CHECK(!(s->flags & ~REPL_ST_KNOWN) && !s->reserved0 && !s->reserved1);
+		break;
+	}
+	case REPL_BITMAP: {
+		const struct repl_bitmap *b = &m->u.bitmap;
+		uint64_t acc = 0;
+		CHECK(b->words >= 1 && b->words <= REPL_MAX_BITMAP_WORDS);
+		CHECK(m->var && m->var_len == b->words * 8u);
+		CHECK(b->start <= (UINT64_MAX >> 8) && b->reserved == 0);
+		for (uint32_t i = 0; i < b->words; i++)
+			acc ^= repl_bitmap_word(m, i);
+		(void)acc;
+		break;
+	}
+	case REPL_BITMAP_END: CHECK(m->len == 0); break;
+	case REPL_ERROR:
+		CHECK(m->var == body && m->var_len == m->len);
+		CHECK(m->len >= 1 && m->len <= REPL_MAX_ERROR);
+		for (uint32_t i = 0; i < m->var_len; i++)
+			CHECK(m->var[i] >= 0x20 && m->var[i] <= 0x7e);
+		break;
+	case REPL_WRITE:
+	case REPL_RS_DATA:
+	case REPL_TRIM:
+	case REPL_ZERO: {
+		const struct repl_io *io = &m->u.io;
+		CHECK(io->seq != 0);
+		CHECK(io->len > 0 && io->len % 512 == 0 && io->off % 512 == 0);
+		CHECK(io->off + io->len > io->off); /* no wrap */
+		CHECK(!(io->flags & ~REPL_F_KNOWN));
+		if (m->type == REPL_WRITE || m->type == REPL_RS_DATA) {
+			CHECK(need == sizeof(*io));
+			CHECK(m->data_len == io->len && io->len <= REPL_MAX_DATA);
+			CHECK(m->len == sizeof(*io) + m->data_len);
+		} else {
+			CHECK(m->len == sizeof(*io));
+		}
+		if (m->type == REPL_RS_DATA)
+			CHECK(io->flags == 0);
+		break;
+	}
+	case REPL_FLUSH: CHECK(m->u.flush.seq != 0); break;
+	case REPL_ACK: {
+		const struct repl_ack *a = &m->u.ack;
+		CHECK(a->count >= 1 && a->count <= REPL_MAX_ACKS && a->reserved == 0);
+		CHECK(m->var && m->var_len == a->count * sizeof(struct repl_ack_entry));
+		for (uint32_t i = 0; i < a->count; i++) {
+			uint64_t seq;
+			int32_t res;
+			repl_ack_entry(m, i, &seq, &res);
+			CHECK(seq != 0 && res <= 0 && res >= -4095);
+		}
+		break;
+	}
+	case REPL_PING:
+	case REPL_PONG: break;
+	case REPL_RS_DONE:
+	case REPL_SET_GEN: CHECK(m->u.gen.gen_current >= 2); break;
+	default: abort();
+	}
+}
+
+/* Encodes m again (header, fixed part and var part; not the payload). */
+static size_t reencode(const struct repl_msg *m, uint8_t *out)
+{
+	size_t n = 0;
+
+	switch (m->type) {
+	case REPL_HELLO: return repl_enc_hello(out, &m->u.hello);
+	case REPL_AUTH: return repl_enc_auth(out, &m->u.auth);
+	case REPL_STATE: return repl_enc_state(out, &m->u.state);
+	case REPL_BITMAP:
+		n = repl_enc_bitmap(out, m->u.bitmap.start, m->u.bitmap.words);
+		for (uint32_t i = 0; i < m->u.bitmap.words; i++, n += 8)
+			repl_put_word(out + n, repl_bitmap_word(m, i));
+		return n;
+	case REPL_BITMAP_END: return repl_enc_empty(out, REPL_BITMAP_END);
+	case REPL_ERROR: {
+		char text[REPL_MAX_ERROR + 1];
+		memcpy(text, m->var, m->var_len);
+		text[m->var_len] = 0;
+		return repl_enc_error(out, text);
+	}
+	case REPL_WRITE:
+	case REPL_RS_DATA:
+	case REPL_TRIM:
+	case REPL_ZERO: return repl_enc_io(out, m->type, &m->u.io);
+	case REPL_FLUSH: return repl_enc_flush(out, m->u.flush.seq);
+	case REPL_ACK:
+		n = repl_enc_ack_hdr(out, m->u.ack.count);
+		for (uint32_t i = 0; i < m->u.ack.count; i++, n += sizeof(struct repl_ack_entry)) {
+			uint64_t seq;
+			int32_t res;
+			repl_ack_entry(m, i, &seq, &res);
+			repl_enc_ack_entry(out + n, seq, res);
+		}
+		return n;
+	case REPL_PING:
+	case REPL_PONG: return repl_enc_ping(out, m->type, m->u.ping.cookie);
+	case REPL_RS_DONE:
+	case REPL_SET_GEN:
+		return repl_enc_gen(out, m->type, m->u.gen.gen_current, m->u.gen.gen_bitmap);
+	default: abort();
+	}
+}
+
+/* decode(encode(m)) == m, and encode(m) is what was received. */
+static void check_reencode(const struct repl_msg *m, const uint8_t hdr[HDR], const uint8_t *body,
+			   uint32_t need)
+{
+	static uint8_t out[OUT_MAX];
+	struct repl_msg m2;
+	size_t n = reencode(m, out);
+
+	CHECK(n == HDR + need);
+	CHECK(memcmp(out, hdr, HDR) == 0);
+	CHECK(memcmp(out + HDR, body, need) == 0);
+	CHECK(repl_decode_hdr(out, &m2) == 0);
+	CHECK(m2.type == m->type && m2.len == m->len);
+	CHECK(repl_body_needed(&m2) == need);
+	CHECK(repl_decode_body(out + HDR, &m2) == 0);
+	CHECK(memcmp(&m2.u, &m->u, fixed_size(m->type)) == 0);
+	CHECK(m2.data_len == m->data_len && m2.var_len == m->var_len);
+	CHECK((m2.var == NULL) == (m->var == NULL));
+	if (m->var)
+		CHECK(memcmp(m2.var, m->var, m->var_len) == 0);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	const uint8_t *p;
+	size_t left;
+	unsigned mode;
+
+	if (size < 1)
+		return 0;
+	mode = data[0];
+	p = data + 1;
+	left = size - 1;
+	while (left >= HDR) {
+		uint8_t hdr[HDR], *body;
+		struct repl_msg m;
+		uint32_t need, len;
+		int r;
+
+		memcpy(hdr, p, HDR);
+		if (mode & 1) {
+			uint32_t magic = htole32(REPL_HDR_MAGIC);
+			memcpy(hdr + offsetof(struct repl_hdr, magic), &magic, 4);
+		}
+		if (mode & 2) {
+			memset(hdr + offsetof(struct repl_hdr, flags), 0, 2);
+			memset(hdr + offsetof(struct repl_hdr, reserved), 0, 4);
+		}
+		r = repl_decode_hdr(hdr, &m);
+		CHECK(r == 0 || r == -EBADMSG);
+		if (r)
+			break;
+		len = m.len;
+		need = repl_body_needed(&m);
+		CHECK(need <= len);
+		if (left - HDR < need)
+			break; /* incomplete: a receiver would wait for more */
+		body = malloc(need ? need : 1);
+		CHECK(body != NULL);
+		memcpy(body, p + HDR, need);
+		r = repl_decode_body(body, &m);
+		CHECK(r == 0 || r == -EBADMSG);
+		if (r == 0) {
+			CHECK(m.type == (hdr[4] | hdr[5] << 8) && m.len == len); /* the header is kept */
+			check_fields(&m, body, need);
+			check_reencode(&m, hdr, body, need);
+		}
+		free(body);
+		if (r || left - HDR < len)
+			break; /* refused, or the payload is not all there */
+		p += HDR + len;
+		left -= HDR + len;
+	}
+	return 0;
+}

@@ -1,0 +1,1260 @@
+/* The replication codec (include/proto/repl.h, src/repl/repl_codec.c): the
+ * wire layout checked against hand-written little-endian bytes, a round trip
+ * of every message type, and one test per validation rule. Each rule test
+ * starts from a message that decodes, changes one field, and checks that the
+ * change is refused with -EBADMSG at the stage that owns the rule (header or
+ * body). Every decoder input is copied into an exact-size heap buffer, as a
+ * receiver would buffer it, so that ASan (make SAN=1 unit) sees a read one
+ * byte past the end. */
+#include "unit.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <stdbool.h>
+
+#include "../../src/repl/repl_codec.h"
+
+#define HDR ((size_t)sizeof(struct repl_hdr))
+#define WIRE_MAX (HDR + sizeof(struct repl_bitmap) + REPL_MAX_BITMAP_WORDS * 8u)
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ---- receiving ---- */
+
+enum stage { ST_OK, ST_HDR, ST_BODY };
+
+/* Decodes wire[0..n) as the connection code receives it: the header, then
+ * repl_body_needed() bytes of body (a heap copy of exactly that size), then
+ * skips the payload. Returns where it failed. On success *body (when not NULL)
+ * keeps the body copy, which m->var points into; the caller frees it. */
+static enum stage rx(const uint8_t *wire, size_t n, struct repl_msg *m, uint8_t **body)
+{
+	uint8_t *h, *b;
+	uint32_t need;
+	int r;
+
+	assert_true(n >= HDR);
+	h = malloc(HDR);
+	assert_non_null(h);
+	memcpy(h, wire, HDR);
+	r = repl_decode_hdr(h, m);
+	free(h);
+	if (r) {
+		assert_int_equal(r, -EBADMSG);
+		return ST_HDR;
+	}
+	need = repl_body_needed(m);
+	assert_true(need <= m->len);
+	assert_true(n >= HDR + need); /* a test must hand over what it encoded */
+	b = malloc(need ? need : 1);
+	assert_non_null(b);
+	memcpy(b, wire + HDR, need);
+	r = repl_decode_body(b, m);
+	if (r) {
+		assert_int_equal(r, -EBADMSG);
+		free(b);
+		return ST_BODY;
+	}
+	/* what was not buffered is exactly the payload */
+	assert_int_equal(need + m->data_len, m->len);
+	assert_int_equal(n, HDR + m->len);
+	if (body)
+		*body = b;
+	else
+		free(b);
+	return ST_OK;
+}
+
+static void put16(uint8_t *p, uint16_t v)
+{
+	v = htole16(v);
+	memcpy(p, &v, 2);
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	v = htole32(v);
+	memcpy(p, &v, 4);
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+	v = htole64(v);
+	memcpy(p, &v, 8);
+}
+
+/* ---- valid messages, one builder per type ---- */
+
+static void set_name(char *dst, const char *s)
+{
+	memset(dst, 0, REPL_NAME_LEN);
+	memcpy(dst, s, strlen(s));
+}
+
+static struct repl_hello sample_hello(void)
+{
+	struct repl_hello h;
+
+	memset(&h, 0, sizeof(h));
+	h.magic = REPL_HELLO_MAGIC;
+	h.proto_min = REPL_PROTO_MIN;
+	h.proto_max = REPL_PROTO_MAX;
+	h.features = 0x8000000000000001ull; /* unknown bits are offered, not refused */
+	set_name(h.cluster, "prod-cluster.eu_1");
+	set_name(h.node, "Node-A");
+	set_name(h.volume, "vol0");
+	for (unsigned i = 0; i < REPL_NONCE_LEN; i++)
+		h.nonce[i] = (uint8_t)(0xa0 + i);
+	return h;
+}
+
+static struct repl_state sample_state(void)
+{
+	struct repl_state s;
+
+	memset(&s, 0, sizeof(s));
+	s.size = 0x0000000102030000ull; /* 4 KiB multiple */
+	s.gen_current = 0x1112131415161718ull;
+	s.gen_bitmap = 0x2122232425262728ull;
+	for (unsigned i = 0; i < REPL_HISTORY; i++)
+		s.gen_history[i] = 0x3100000000000000ull + i;
+	s.flags = REPL_ST_UPTODATE | REPL_ST_CONSISTENT | REPL_ST_CRASHED_PRIMARY;
+	s.role = REPL_ROLE_PRIMARY;
+	s.disk = 4;
+	s.bm_granularity = 64u << 10;
+	s.oos_bits = 0x4142434445464748ull;
+	return s;
+}
+
+static size_t w_hello(uint8_t *w)
+{
+	struct repl_hello h = sample_hello();
+	return repl_enc_hello(w, &h);
+}
+
+static size_t w_auth(uint8_t *w)
+{
+	struct repl_auth a;
+	for (unsigned i = 0; i < REPL_MAC_LEN; i++)
+		a.mac[i] = (uint8_t)(i * 37 + 1);
+	return repl_enc_auth(w, &a);
+}
+
+static size_t w_state(uint8_t *w)
+{
+	struct repl_state s = sample_state();
+	return repl_enc_state(w, &s);
+}
+
+#define BM_START 0x0000001234567890ull
+static const uint64_t bm_words_sample[3] = { 0x8000000000000001ull, 0, 0x0123456789abcdefull };
+
+static size_t w_bitmap(uint8_t *w)
+{
+	size_t n = repl_enc_bitmap(w, BM_START, ARRAY_LEN(bm_words_sample));
+	for (unsigned i = 0; i < ARRAY_LEN(bm_words_sample); i++, n += 8)
+		repl_put_word(w + n, bm_words_sample[i]);
+	return n;
+}
+
+static size_t w_bitmap_end(uint8_t *w)
+{
+	return repl_enc_empty(w, REPL_BITMAP_END);
+}
+
+#define ERROR_TEXT "peer refused: volume 'vol0' is not configured here ~!"
+
+static size_t w_error(uint8_t *w)
+{
+	return repl_enc_error(w, ERROR_TEXT);
+}
+
+#define IO_LEN 4096u
+
+static void payload(uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (uint8_t)(i * 13 + 5);
+}
+
+static size_t w_io(uint8_t *w, uint16_t type, uint32_t flags)
+{
+	struct repl_io io = {
+		.seq = 0x0102030405060708ull,
+		.off = 0x0000000abcdef000ull,
+		.len = IO_LEN,
+		.flags = flags,
+	};
+	size_t n = repl_enc_io(w, type, &io);
+	if (type == REPL_WRITE || type == REPL_RS_DATA) {
+		payload(w + n, IO_LEN);
+		n += IO_LEN;
+	}
+	return n;
+}
+
+static size_t w_write(uint8_t *w)
+{
+	return w_io(w, REPL_WRITE, REPL_F_FUA);
+}
+
+static size_t w_rs_data(uint8_t *w)
+{
+	return w_io(w, REPL_RS_DATA, 0);
+}
+
+static size_t w_trim(uint8_t *w)
+{
+	return w_io(w, REPL_TRIM, REPL_F_FUA);
+}
+
+static size_t w_zero(uint8_t *w)
+{
+	return w_io(w, REPL_ZERO, 0);
+}
+
+static size_t w_flush(uint8_t *w)
+{
+	return repl_enc_flush(w, 0xfedcba9876543210ull);
+}
+
+struct ack_sample {
+	uint64_t seq;
+	int32_t res;
+};
+static const struct ack_sample acks_sample[4] = {
+	{ 1, 0 }, { 2, -EIO }, { 0xffffffffffffffffull, -4095 }, { 7, -ENOSPC },
+};
+
+static size_t w_ack(uint8_t *w)
+{
+	size_t n = repl_enc_ack_hdr(w, ARRAY_LEN(acks_sample));
+	for (unsigned i = 0; i < ARRAY_LEN(acks_sample); i++, n += sizeof(struct repl_ack_entry))
+		repl_enc_ack_entry(w + n, acks_sample[i].seq, acks_sample[i].res);
+	return n;
+}
+
+static size_t w_ping(uint8_t *w)
+{
+	return repl_enc_ping(w, REPL_PING, 0x1122334455667788ull);
+}
+
+static size_t w_pong(uint8_t *w)
+{
+	return repl_enc_ping(w, REPL_PONG, 0);
+}
+
+static size_t w_rs_done(uint8_t *w)
+{
+	return repl_enc_gen(w, REPL_RS_DONE, 0x5152535455565758ull, 0);
+}
+
+static size_t w_set_gen(uint8_t *w)
+{
+	return repl_enc_gen(w, REPL_SET_GEN, 2, 0x6162636465666768ull);
+}
+
+typedef size_t (*builder)(uint8_t *w);
+
+/* ---- layout ---- */
+
+static void test_struct_sizes(void **state)
+{
+	(void)state;
+	assert_int_equal(sizeof(struct repl_hdr), 16);
+	assert_int_equal(sizeof(struct repl_hello), 280);
+	assert_int_equal(sizeof(struct repl_auth), 32);
+	assert_int_equal(sizeof(struct repl_state), 80);
+	assert_int_equal(sizeof(struct repl_bitmap), 16);
+	assert_int_equal(sizeof(struct repl_io), 24);
+	assert_int_equal(sizeof(struct repl_flush), 8);
+	assert_int_equal(sizeof(struct repl_ack), 8);
+	assert_int_equal(sizeof(struct repl_ack_entry), 16);
+	assert_int_equal(sizeof(struct repl_ping), 8);
+	assert_int_equal(sizeof(struct repl_gen), 16);
+	/* the largest fixed message fits REPL_ENC_MAX, and so does an ERROR */
+	assert_true(HDR + REPL_MAX_ERROR <= REPL_ENC_MAX);
+}
+
+static void test_header_bytes(void **state)
+{
+	static const uint8_t want[16] = {
+		'T', 'R', 'P', 'L',     /* magic 0x4c505254, little-endian */
+		0x0e, 0x00,             /* type 14 (ACK) */
+		0x00, 0x00,             /* flags */
+		0x04, 0x03, 0x02, 0x01, /* len 0x01020304 */
+		0x00, 0x00, 0x00, 0x00, /* reserved */
+	};
+	uint8_t out[HDR + 4];
+	(void)state;
+
+	memset(out, 0xee, sizeof(out));
+	assert_int_equal(repl_enc_hdr(out, REPL_ACK, 0x01020304u), HDR);
+	assert_memory_equal(out, want, sizeof(want));
+	for (size_t i = HDR; i < sizeof(out); i++)
+		assert_int_equal(out[i], 0xee); /* nothing past the header */
+}
+
+static void test_write_header_bytes(void **state)
+{
+	static const uint8_t want[40] = {
+		'T', 'R', 'P', 'L',                             /* magic */
+		0x0a, 0x00,                                     /* type 10 (WRITE) */
+		0x00, 0x00,                                     /* flags */
+		0x18, 0x02, 0x00, 0x00,                         /* len 24 + 512 */
+		0x00, 0x00, 0x00, 0x00,                         /* reserved */
+		0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, /* seq */
+		0x00, 0x16, 0x15, 0x14, 0x13, 0x12, 0x11, 0x10, /* off 0x1011121314151600 */
+		0x00, 0x02, 0x00, 0x00,                         /* len 512 */
+		0x01, 0x00, 0x00, 0x00,                         /* flags FUA */
+	};
+	struct repl_io io = {
+		.seq = 0x0102030405060708ull,
+		.off = 0x1011121314151600ull,
+		.len = 512,
+		.flags = REPL_F_FUA,
+	};
+	uint8_t out[REPL_ENC_MAX + 8];
+	(void)state;
+
+	memset(out, 0xee, sizeof(out));
+	/* only header + fixed part: the caller sends the payload itself */
+	assert_int_equal(repl_enc_io(out, REPL_WRITE, &io), sizeof(want));
+	assert_memory_equal(out, want, sizeof(want));
+	assert_int_equal(out[sizeof(want)], 0xee);
+
+	/* TRIM and ZERO carry no payload: len is the fixed part only */
+	io.flags = 0;
+	assert_int_equal(repl_enc_io(out, REPL_TRIM, &io), 40);
+	assert_int_equal(out[4], REPL_TRIM);
+	assert_int_equal(out[8], 24);
+	assert_int_equal(out[9], 0);
+}
+
+static void test_other_bytes(void **state)
+{
+	static const uint8_t hello_magic[8] = { 'T', 'A', 'N', 'D', 'R', 'E', 'P', '1' };
+	static const uint8_t ack_entry[16] = {
+		0x02, 0x01, 0, 0, 0, 0, 0, 0, /* seq 0x102 */
+		0xfb, 0xff, 0xff, 0xff,       /* res -5 */
+		0, 0, 0, 0,                   /* reserved */
+	};
+	uint8_t out[REPL_ENC_MAX];
+	struct repl_state s = sample_state();
+	(void)state;
+
+	/* HELLO: its magic spells the protocol's name; proto range follows */
+	w_hello(out);
+	assert_memory_equal(out + HDR, hello_magic, 8);
+	assert_int_equal(out[HDR + 8], REPL_PROTO_MIN);
+	assert_int_equal(out[HDR + 10], REPL_PROTO_MAX);
+	assert_memory_equal(out + HDR + offsetof(struct repl_hello, cluster), "prod-cluster.eu_1", 18);
+
+	repl_enc_ack_entry(out, 0x102, -5);
+	assert_memory_equal(out, ack_entry, sizeof(ack_entry));
+
+	/* STATE: one field of each width at its documented offset */
+	repl_enc_state(out, &s);
+	assert_int_equal(out[HDR + 0], 0x00); /* size LE: 00 00 03 02 01 00 .. */
+	assert_int_equal(out[HDR + 2], 0x03);
+	assert_int_equal(out[HDR + 8], 0x18); /* gen_current low byte */
+	assert_int_equal(out[HDR + 56], 0x07); /* flags */
+	assert_int_equal(out[HDR + 60], REPL_ROLE_PRIMARY);
+	assert_int_equal(out[HDR + 61], 4);
+	assert_int_equal(out[HDR + 64], 0x00); /* granularity 0x10000 */
+	assert_int_equal(out[HDR + 66], 0x01);
+	assert_int_equal(out[HDR + 72], 0x48); /* oos_bits low byte */
+
+	/* BITMAP and FLUSH */
+	repl_enc_bitmap(out, 0x0102, 3);
+	assert_int_equal(out[8], 16 + 24);
+	assert_int_equal(out[HDR], 0x02);
+	assert_int_equal(out[HDR + 1], 0x01);
+	assert_int_equal(out[HDR + 8], 3);
+	repl_enc_flush(out, 0x0102030405060708ull);
+	assert_int_equal(out[8], 8);
+	assert_int_equal(out[HDR], 0x08);
+	assert_int_equal(out[HDR + 7], 0x01);
+}
+
+/* ---- round trips ---- */
+
+static void test_rt_hello(void **state)
+{
+	uint8_t w[REPL_ENC_MAX];
+	struct repl_hello h = sample_hello();
+	struct repl_msg m;
+	size_t n = w_hello(w);
+	(void)state;
+
+	assert_int_equal(n, HDR + sizeof(struct repl_hello));
+	assert_int_equal(rx(w, n, &m, NULL), ST_OK);
+	assert_int_equal(m.type, REPL_HELLO);
+	assert_int_equal(m.len, sizeof(struct repl_hello));
+	assert_memory_equal(&m.u.hello, &h, sizeof(h));
+	assert_null(m.var);
+	assert_int_equal(m.data_len, 0);
+
+	/* the longest name (32), every allowed character class, a wider range */
+	memset(h.node, 0, sizeof(h.node));
+	memset(h.node, 'z', 32);
+	set_name(h.volume, "aZ09-_.");
+	h.proto_min = 1;
+	h.proto_max = 0xffff;
+	n = repl_enc_hello(w, &h);
+	assert_int_equal(rx(w, n, &m, NULL), ST_OK);
+	assert_memory_equal(&m.u.hello, &h, sizeof(h));
+}
+
+static void test_rt_auth(void **state)
+{
+	uint8_t w[REPL_ENC_MAX];
+	struct repl_msg m;
+	size_t n = w_auth(w);
+	(void)state;
+
+	assert_int_equal(rx(w, n, &m, NULL), ST_OK);
+	assert_int_equal(m.type, REPL_AUTH);
+	assert_memory_equal(m.u.auth.mac, w + HDR, REPL_MAC_LEN);
+	assert_int_equal(m.u.auth.mac[1], 38);
+}
+
+static void test_rt_state(void **state)
+{
+	uint8_t w[REPL_ENC_MAX];
+	struct repl_state s = sample_state();
+	struct repl_msg m;
+	size_t n = w_state(w);
+	(void)state;
+
+	assert_int_equal(n, HDR + sizeof(s));
+	assert_int_equal(rx(w, n, &m, NULL), ST_OK);
+	assert_int_equal(m.type, REPL_STATE);
+	assert_memory_equal(&m.u.state, &s, sizeof(s));
+
+	/* the other end of every range */
+	s.flags = 0;
+	s.role = REPL_ROLE_SECONDARY;
+	s.disk = 0;
+	s.size = 4096;
+	s.bm_granularity = 4096;
+	s.gen_current = s.gen_bitmap = 0;
+	memset(s.gen_history, 0, sizeof(s.gen_history));
+	n = repl_enc_state(w, &s);
+	assert_int_equal(rx(w, n, &m, NULL), ST_OK);
+	assert_memory_equal(&m.u.state, &s, sizeof(s));
+	s.bm_granularity = 64u << 20;
+	s.size = UINT64_MAX - 4095;
+	n = repl_enc_state(w, &s);
+	assert_int_equal(rx(w, n, &m, NULL), ST_OK);
+	assert_memory_equal(&m.u.state, &s, sizeof(s));
+}
+
+static void test_rt_bitmap(void **state)
+{
+	uint8_t *w = malloc(WIRE_MAX), *body = NULL;
+	struct repl_msg m;
+	size_t n;
+	(void)state;
+
+	assert_non_null(w);
+	n = w_bitmap(w);
+	assert_int_equal(rx(w, n, &m, &body), ST_OK);
+	assert_int_equal(m.type, REPL_BITMAP);
+	assert_int_equal(m.u.bitmap.start, BM_START);
+	assert_int_equal(m.u.bitmap.words, 3);
+	assert_ptr_equal(m.var, body + sizeof(struct repl_bitmap));
+	assert_int_equal(m.var_len, 24);
+	for (uint32_t i = 0; i < 3; i++)
+		assert_int_equal(repl_bitmap_word(&m, i), bm_words_sample[i]);
+	free(body);
+
+	/* the largest BITMAP message */
+	n = repl_enc_bitmap(w, 0, REPL_MAX_BITMAP_WORDS);
+	for (uint32_t i = 0; i < REPL_MAX_BITMAP_WORDS; i++, n += 8)
+		repl_put_word(w + n, ~(uint64_t)i);
+	assert_int_equal(n, WIRE_MAX);
+	assert_int_equal(rx(w, n, &m, &body), ST_OK);
+	assert_int_equal(m.u.bitmap.words, REPL_MAX_BITMAP_WORDS);
+	for (uint32_t i = 0; i < REPL_MAX_BITMAP_WORDS; i++)
+		assert_int_equal(repl_bitmap_word(&m, i), ~(uint64_t)i);
+	free(body);
+
+	/* the largest start the decoder takes */
+	n = repl_enc_bitmap(w, UINT64_MAX >> 8, 1);
+	repl_put_word(w + n, 1);
+	n += 8;
+	assert_int_equal(rx(w, n, &m, NULL), ST_OK);
+	assert_int_equal(m.u.bitmap.start, UINT64_MAX >> 8);
+	free(w);
+}
+
+static void test_rt_bitmap_end(void **state)
+{
+	uint8_t w[REPL_ENC_MAX];
+	struct repl_msg m;
+	size_t n = w_bitmap_end(w);
+	(void)state;
+
+	assert_int_equal(n, HDR);
+	assert_int_equal(rx(w, n, &m, NULL), ST_OK);
+	assert_int_equal(m.type, REPL_BITMAP_END);
+	assert_int_equal(m.len, 0);
+	assert_int_equal(repl_body_needed(&m), 0);
+}
+
+static void test_rt_error(void **state)
+{
+	uint8_t w[REPL_ENC_MAX], *body = NULL;
+	char longmsg[REPL_MAX_ERROR + 50];
+	struct repl_msg m;
+	size_t n = w_error(w);
+	(void)state;
+
+	assert_int_equal(n, HDR + strlen(ERROR_TEXT));
+	assert_int_equal(rx(w, n, &m, &body), ST_OK);
+	assert_int_equal(m.type, REPL_ERROR);
+	assert_ptr_equal(m.var, body);
+	assert_int_equal(m.var_len, strlen(ERROR_TEXT));
+	assert_memory_equal(m.var, ERROR_TEXT, strlen(ERROR_TEXT));
+	free(body);
+
+	/* the encoder makes any text sendable: control bytes become '?', */
+	n = repl_enc_error(w, "bad\tname\x7f\n");
+	assert_int_equal(rx(w, n, &m, &body), ST_OK);
+	assert_memory_equal(m.var, "bad?name??", 10);
+	assert_int_equal(m.var_len, 10);
+	free(body);
+	/* an empty one becomes "?" (ERROR may not be empty), */
+	n = repl_enc_error(w, "");
+	assert_int_equal(rx(w, n, &m, &body), ST_OK);
+	assert_int_equal(m.var_len, 1);
+	assert_int_equal(m.var[0], '?');
+	free(body);
+	/* a long one is cut at REPL_MAX_ERROR */
+	memset(longmsg, 'x', sizeof(longmsg) - 1);
+	longmsg[sizeof(longmsg) - 1] = 0;
+	n = repl_enc_error(w, longmsg);
+	assert_int_equal(n, HDR + REPL_MAX_ERROR);
+	assert_int_equal(rx(w, n, &m, NULL), ST_OK);
+	assert_int_equal(m.var_len, REPL_MAX_ERROR);
+}
+
+static void check_rt_io(uint16_t type, uint32_t flags)
+{
+	uint8_t *w = malloc(HDR + sizeof(struct repl_io) + REPL_MAX_DATA);
+	bool data = type == REPL_WRITE || type == REPL_RS_DATA;
+	struct repl_io io;
+	struct repl_msg m;
+	size_t n;
+
+	assert_non_null(w);
+	n = w_io(w, type, flags);
+	assert_int_equal(n, HDR + sizeof(io) + (data ? IO_LEN : 0));
+	assert_int_equal(rx(w, n, &m, NULL), ST_OK);
+	assert_int_equal(m.type, type);
+	assert_int_equal(m.u.io.seq, 0x0102030405060708ull);
+	assert_int_equal(m.u.io.off, 0x0000000abcdef000ull);
+	assert_int_equal(m.u.io.len, IO_LEN);
+	assert_int_equal(m.u.io.flags, flags);
+	assert_int_equal(m.data_len, data ? IO_LEN : 0);
+	assert_int_equal(repl_body_needed(&m), data ? sizeof(io) : m.len);
+	assert_null(m.var);
+
+	/* the edges: seq 1, the largest payload, a range near 2^64 */
+	io = (struct repl_io){ .seq = 1, .off = 0, .len = REPL_MAX_DATA, .flags = flags };
+	n = repl_enc_io(w, type, &io);
+	if (data)
+		n += REPL_MAX_DATA; /* contents do not matter to the codec */
+	assert_int_equal(rx(w, n, &m, NULL), ST_OK);
+	assert_int_equal(m.u.io.len, REPL_MAX_DATA);
+	assert_int_equal(m.data_len, data ? REPL_MAX_DATA : 0);
+	io = (struct repl_io){ .seq = UINT64_MAX, .off = UINT64_MAX - 1023, .len = 512, .flags = flags };
+	n = repl_enc_io(w, type, &io);
+	if (data)
+		n += 512;
+	assert_int_equal(rx(w, n, &m, NULL), ST_OK);
+	assert_int_equal(m.u.io.off, UINT64_MAX - 1023);
+	free(w);
+}
+
+static void test_rt_write(void **state)
+{
+	(void)state;
+	check_rt_io(REPL_WRITE, REPL_F_FUA);
+	check_rt_io(REPL_WRITE, 0);
+}
+
+static void test_rt_rs_data(void **state)
+{
+	(void)state;
+	check_rt_io(REPL_RS_DATA, 0);
+}
+
+static void test_rt_trim_zero(void **state)
+{
+	(void)state;
+	check_rt_io(REPL_TRIM, 0);
+	check_rt_io(REPL_TRIM, REPL_F_FUA);
+	check_rt_io(REPL_ZERO, 0);
+	check_rt_io(REPL_ZERO, REPL_F_FUA);
+}
+
+static void test_rt_flush(void **state)
+{
+	uint8_t w[REPL_ENC_MAX];
+	struct repl_msg m;
+	size_t n = w_flush(w);
+	(void)state;
+
+	assert_int_equal(rx(w, n, &m, NULL), ST_OK);
+	assert_int_equal(m.type, REPL_FLUSH);
+	assert_int_equal(m.u.flush.seq, 0xfedcba9876543210ull);
+}
+
+static void test_rt_ack(void **state)
+{
+	uint8_t *w = malloc(HDR + 8 + REPL_MAX_ACKS * 16), *body = NULL;
+	struct repl_msg m;
+	uint64_t seq;
+	int32_t res;
+	size_t n;
+	(void)state;
+
+	assert_non_null(w);
+	n = w_ack(w);
+	assert_int_equal(n, HDR + 8 + 4 * 16);
+	assert_int_equal(rx(w, n, &m, &body), ST_OK);
+	assert_int_equal(m.type, REPL_ACK);
+	assert_int_equal(m.u.ack.count, 4);
+	assert_ptr_equal(m.var, body + sizeof(struct repl_ack));
+	assert_int_equal(m.var_len, 4 * 16);
+	for (uint32_t i = 0; i < 4; i++) {
+		repl_ack_entry(&m, i, &seq, &res);
+		assert_int_equal(seq, acks_sample[i].seq);
+		assert_int_equal(res, acks_sample[i].res);
+	}
+	free(body);
+
+	/* the largest ACK */
+	n = repl_enc_ack_hdr(w, REPL_MAX_ACKS);
+	for (uint32_t i = 0; i < REPL_MAX_ACKS; i++, n += 16)
+		repl_enc_ack_entry(w + n, 1000 + i, -(int32_t)(i % 4096));
+	assert_int_equal(rx(w, n, &m, &body), ST_OK);
+	for (uint32_t i = 0; i < REPL_MAX_ACKS; i++) {
+		repl_ack_entry(&m, i, &seq, &res);
+		assert_int_equal(seq, 1000 + i);
+		assert_int_equal(res, -(int32_t)(i % 4096));
+	}
+	free(body);
+	free(w);
+}
+
+static void test_rt_ping_pong(void **state)
+{
+	uint8_t w[REPL_ENC_MAX];
+	struct repl_msg m;
+	size_t n;
+	(void)state;
+
+	n = w_ping(w);
+	assert_int_equal(rx(w, n, &m, NULL), ST_OK);
+	assert_int_equal(m.type, REPL_PING);
+	assert_int_equal(m.u.ping.cookie, 0x1122334455667788ull);
+	n = w_pong(w);
+	assert_int_equal(rx(w, n, &m, NULL), ST_OK);
+	assert_int_equal(m.type, REPL_PONG);
+	assert_int_equal(m.u.ping.cookie, 0); /* any cookie, 0 included */
+}
+
+static void test_rt_gen(void **state)
+{
+	uint8_t w[REPL_ENC_MAX];
+	struct repl_msg m;
+	size_t n;
+	(void)state;
+
+	n = w_rs_done(w);
+	assert_int_equal(rx(w, n, &m, NULL), ST_OK);
+	assert_int_equal(m.type, REPL_RS_DONE);
+	assert_int_equal(m.u.gen.gen_current, 0x5152535455565758ull);
+	assert_int_equal(m.u.gen.gen_bitmap, 0);
+	n = w_set_gen(w);
+	assert_int_equal(rx(w, n, &m, NULL), ST_OK);
+	assert_int_equal(m.type, REPL_SET_GEN);
+	assert_int_equal(m.u.gen.gen_current, 2); /* the smallest real generation */
+	assert_int_equal(m.u.gen.gen_bitmap, 0x6162636465666768ull);
+}
+
+/* ---- validation: one field changed in a message that decodes ---- */
+
+/* Builds the message, checks it decodes, applies the change (width bytes of
+ * value at byte `at` of the wire, little-endian), and checks it is refused at
+ * stage `want`. */
+static void reject_at(int line, builder build, size_t at, unsigned width, uint64_t value,
+		      enum stage want)
+{
+	uint8_t *w = malloc(WIRE_MAX);
+	struct repl_msg m;
+	enum stage got;
+	size_t n;
+
+	assert_non_null(w);
+	n = build(w);
+	if (rx(w, n, &m, NULL) != ST_OK) {
+		print_message("line %d: the unchanged message does not decode\n", line);
+		fail();
+	}
+	assert_true(at + width <= n);
+	switch (width) {
+	case 1: w[at] = (uint8_t)value; break;
+	case 2: put16(w + at, (uint16_t)value); break;
+	case 4: put32(w + at, (uint32_t)value); break;
+	case 8: put64(w + at, value); break;
+	default: fail();
+	}
+	got = rx(w, n, &m, NULL);
+	if (got != want)
+		print_message("line %d: stage %d, want %d (0 accepted, 1 header, 2 body)\n", line,
+			      got, want);
+	assert_int_equal(got, want);
+	free(w);
+}
+
+#define H_OFF(field) offsetof(struct repl_hdr, field)
+#define B_OFF(type, field) (HDR + offsetof(struct type, field))
+#define REJECT_HDR(b, at, width, v) reject_at(__LINE__, b, at, width, v, ST_HDR)
+#define REJECT_BODY(b, at, width, v) reject_at(__LINE__, b, at, width, v, ST_BODY)
+#define ACCEPT(b, at, width, v) reject_at(__LINE__, b, at, width, v, ST_OK)
+
+static const builder all_types[] = {
+	w_hello, w_auth, w_state, w_bitmap, w_bitmap_end, w_error, w_write, w_rs_data,
+	w_trim,  w_zero, w_flush, w_ack,    w_ping,       w_pong,  w_rs_done, w_set_gen,
+};
+
+static void test_hdr_bad_magic(void **state)
+{
+	(void)state;
+	for (size_t t = 0; t < ARRAY_LEN(all_types); t++) {
+		REJECT_HDR(all_types[t], H_OFF(magic), 4, 0);
+		REJECT_HDR(all_types[t], H_OFF(magic), 4, 0x4c505255); /* one bit off */
+		REJECT_HDR(all_types[t], H_OFF(magic), 4, 0x5452504c); /* big-endian "TRPL" */
+		REJECT_HDR(all_types[t], H_OFF(magic), 1, 't');
+	}
+}
+
+static void test_hdr_unknown_type(void **state)
+{
+	/* every value that is not in enum repl_type, with each fixed length */
+	static const uint16_t bad[] = { 0, 7, 8, 9, 17, 18, 19, REPL_TYPE_MAX, 24, 0x100, 0xffff };
+	static const uint32_t lens[] = { 0, 1, 8, 16, 24, 32, 80, 280 };
+	uint8_t w[HDR];
+	struct repl_msg m;
+	(void)state;
+
+	for (size_t i = 0; i < ARRAY_LEN(bad); i++)
+		for (size_t j = 0; j < ARRAY_LEN(lens); j++) {
+			repl_enc_hdr(w, bad[i], lens[j]);
+			assert_int_equal(repl_decode_hdr(w, &m), -EBADMSG);
+		}
+	/* and the body decoder refuses a type it does not know */
+	memset(&m, 0, sizeof(m));
+	m.type = 7;
+	m.len = 8;
+	assert_int_equal(repl_decode_body(w, &m), -EBADMSG);
+}
+
+static void test_hdr_flags_reserved(void **state)
+{
+	(void)state;
+	for (size_t t = 0; t < ARRAY_LEN(all_types); t++) {
+		REJECT_HDR(all_types[t], H_OFF(flags), 2, 1);
+		REJECT_HDR(all_types[t], H_OFF(flags), 2, 0x8000);
+		REJECT_HDR(all_types[t], H_OFF(reserved), 4, 1);
+		REJECT_HDR(all_types[t], H_OFF(reserved), 4, 0x80000000u);
+	}
+}
+
+/* Fixed-size types: any other length is refused by the header. */
+static void test_hdr_len_fixed(void **state)
+{
+	static const struct {
+		builder b;
+		uint32_t len;
+	} fixed[] = {
+		{ w_hello, 280 }, { w_auth, 32 },  { w_state, 80 }, { w_trim, 24 },
+		{ w_zero, 24 },   { w_flush, 8 },  { w_ping, 8 },   { w_pong, 8 },
+		{ w_rs_done, 16 }, { w_set_gen, 16 },
+	};
+	(void)state;
+
+	for (size_t i = 0; i < ARRAY_LEN(fixed); i++) {
+		uint32_t l = fixed[i].len;
+		REJECT_HDR(fixed[i].b, H_OFF(len), 4, 0);
+		REJECT_HDR(fixed[i].b, H_OFF(len), 4, l - 1);
+		REJECT_HDR(fixed[i].b, H_OFF(len), 4, l + 1);
+		REJECT_HDR(fixed[i].b, H_OFF(len), 4, l + 512); /* TRIM/ZERO carry no payload */
+		REJECT_HDR(fixed[i].b, H_OFF(len), 4, UINT32_MAX);
+	}
+	REJECT_HDR(w_bitmap_end, H_OFF(len), 4, 1);
+	REJECT_HDR(w_bitmap_end, H_OFF(len), 4, 8);
+	REJECT_HDR(w_bitmap_end, H_OFF(len), 4, UINT32_MAX);
+}
+
+static void test_hdr_len_write(void **state)
+{
+	(void)state;
+	/* no data at all, less than the fixed part, more than the largest payload */
+	REJECT_HDR(w_write, H_OFF(len), 4, 0);
+	REJECT_HDR(w_write, H_OFF(len), 4, 23);
+	REJECT_HDR(w_write, H_OFF(len), 4, 24);
+	REJECT_HDR(w_write, H_OFF(len), 4, 24 + REPL_MAX_DATA + 1);
+	REJECT_HDR(w_write, H_OFF(len), 4, 24 + REPL_MAX_DATA + 512);
+	REJECT_HDR(w_write, H_OFF(len), 4, UINT32_MAX);
+	REJECT_HDR(w_rs_data, H_OFF(len), 4, 24);
+	REJECT_HDR(w_rs_data, H_OFF(len), 4, 24 + REPL_MAX_DATA + 512);
+	REJECT_HDR(w_rs_data, H_OFF(len), 4, UINT32_MAX);
+}
+
+static void test_hdr_len_bitmap(void **state)
+{
+	(void)state;
+	REJECT_HDR(w_bitmap, H_OFF(len), 4, 0);
+	REJECT_HDR(w_bitmap, H_OFF(len), 4, 16);     /* no words */
+	REJECT_HDR(w_bitmap, H_OFF(len), 4, 16 + 7); /* not whole words */
+	REJECT_HDR(w_bitmap, H_OFF(len), 4, 16 + 12);
+	REJECT_HDR(w_bitmap, H_OFF(len), 4, 16 + (REPL_MAX_BITMAP_WORDS + 1) * 8);
+	REJECT_HDR(w_bitmap, H_OFF(len), 4, UINT32_MAX);
+}
+
+static void test_hdr_len_ack(void **state)
+{
+	(void)state;
+	REJECT_HDR(w_ack, H_OFF(len), 4, 0);
+	REJECT_HDR(w_ack, H_OFF(len), 4, 8);      /* no entries */
+	REJECT_HDR(w_ack, H_OFF(len), 4, 8 + 8);  /* half an entry */
+	REJECT_HDR(w_ack, H_OFF(len), 4, 8 + 17);
+	REJECT_HDR(w_ack, H_OFF(len), 4, 8 + (REPL_MAX_ACKS + 1) * 16);
+	REJECT_HDR(w_ack, H_OFF(len), 4, UINT32_MAX);
+}
+
+static void test_hdr_len_error(void **state)
+{
+	uint8_t w[HDR];
+	struct repl_msg m;
+	(void)state;
+
+	REJECT_HDR(w_error, H_OFF(len), 4, 0);
+	REJECT_HDR(w_error, H_OFF(len), 4, REPL_MAX_ERROR + 1);
+	REJECT_HDR(w_error, H_OFF(len), 4, UINT32_MAX);
+	repl_enc_hdr(w, REPL_ERROR, REPL_MAX_ERROR);
+	assert_int_equal(repl_decode_hdr(w, &m), 0);
+}
+
+static void test_write_len_mismatch(void **state)
+{
+	(void)state;
+	/* header says one length, io.len another: the stream would lose framing */
+	REJECT_BODY(w_write, B_OFF(repl_io, len), 4, IO_LEN - 512);
+	REJECT_BODY(w_write, B_OFF(repl_io, len), 4, IO_LEN + 512);
+	REJECT_BODY(w_write, H_OFF(len), 4, 24 + IO_LEN - 512);
+	REJECT_BODY(w_write, H_OFF(len), 4, 24 + IO_LEN + 512);
+	REJECT_BODY(w_rs_data, B_OFF(repl_io, len), 4, IO_LEN * 2);
+	REJECT_BODY(w_rs_data, H_OFF(len), 4, 24 + IO_LEN - 512);
+}
+
+static void test_write_data_too_big(void **state)
+{
+	uint8_t w[REPL_ENC_MAX];
+	struct repl_io io = { .seq = 1, .off = 0, .len = REPL_MAX_DATA + 512 };
+	struct repl_msg m;
+	(void)state;
+
+	/* consistent header and io.len, both one block over the limit */
+	repl_enc_io(w, REPL_WRITE, &io);
+	assert_int_equal(repl_decode_hdr(w, &m), -EBADMSG);
+	repl_enc_io(w, REPL_RS_DATA, &io);
+	assert_int_equal(repl_decode_hdr(w, &m), -EBADMSG);
+	/* io.len so large that the header's 24 + len wraps to a valid 512: the
+	 * header passes, and the body refuses io.len != 512 - 24 */
+	io.len = UINT32_MAX - 23 + 512;
+	repl_enc_io(w, REPL_WRITE, &io);
+	assert_int_equal(repl_decode_hdr(w, &m), 0);
+	assert_int_equal(m.len, 512);
+	assert_int_equal(repl_decode_body(w + HDR, &m), -EBADMSG);
+}
+
+static void test_io_zero_seq(void **state)
+{
+	(void)state;
+	REJECT_BODY(w_write, B_OFF(repl_io, seq), 8, 0);
+	REJECT_BODY(w_rs_data, B_OFF(repl_io, seq), 8, 0);
+	REJECT_BODY(w_trim, B_OFF(repl_io, seq), 8, 0);
+	REJECT_BODY(w_zero, B_OFF(repl_io, seq), 8, 0);
+	REJECT_BODY(w_flush, HDR, 8, 0);
+	ACCEPT(w_flush, HDR, 8, 1);
+}
+
+static void test_io_misaligned(void **state)
+{
+	static const builder io_types[] = { w_write, w_rs_data, w_trim, w_zero };
+	(void)state;
+
+	for (size_t t = 0; t < ARRAY_LEN(io_types); t++) {
+		REJECT_BODY(io_types[t], B_OFF(repl_io, off), 8, 0x1000 + 1);
+		REJECT_BODY(io_types[t], B_OFF(repl_io, off), 8, 0x1000 + 256);
+		REJECT_BODY(io_types[t], B_OFF(repl_io, off), 8, 511);
+		ACCEPT(io_types[t], B_OFF(repl_io, off), 8, 512);
+	}
+	/* length: for TRIM/ZERO only io.len says it (no payload to match) */
+	REJECT_BODY(w_trim, B_OFF(repl_io, len), 4, 100);
+	REJECT_BODY(w_trim, B_OFF(repl_io, len), 4, 4096 + 1);
+	REJECT_BODY(w_zero, B_OFF(repl_io, len), 4, 511);
+	ACCEPT(w_zero, B_OFF(repl_io, len), 4, 512);
+	ACCEPT(w_trim, B_OFF(repl_io, len), 4, UINT32_MAX - 511); /* no payload limit */
+}
+
+static void test_io_misaligned_write(void **state)
+{
+	uint8_t w[REPL_ENC_MAX + 600];
+	struct repl_io io = { .seq = 1, .off = 0, .len = 100 };
+	struct repl_msg m;
+	size_t n;
+	(void)state;
+
+	/* header and io.len agree, but the length is not whole sectors */
+	n = repl_enc_io(w, REPL_WRITE, &io);
+	memset(w + n, 0, 100);
+	assert_int_equal(rx(w, n + 100, &m, NULL), ST_BODY);
+	io.len = 513;
+	n = repl_enc_io(w, REPL_RS_DATA, &io);
+	memset(w + n, 0, 513);
+	assert_int_equal(rx(w, n + 513, &m, NULL), ST_BODY);
+}
+
+static void test_io_zero_len_and_wrap(void **state)
+{
+	(void)state;
+	REJECT_BODY(w_trim, B_OFF(repl_io, len), 4, 0);
+	REJECT_BODY(w_zero, B_OFF(repl_io, len), 4, 0);
+	/* off + len past 2^64 must be refused, never wrap to a small offset */
+	REJECT_BODY(w_trim, B_OFF(repl_io, off), 8, UINT64_MAX - 511);
+	REJECT_BODY(w_write, B_OFF(repl_io, off), 8, UINT64_MAX - 511);
+	REJECT_BODY(w_zero, B_OFF(repl_io, off), 8, UINT64_MAX - 4095 + 512);
+	ACCEPT(w_zero, B_OFF(repl_io, off), 8, UINT64_MAX - 8191); /* ends at 2^64 - 4096 */
+}
+
+static void test_io_unknown_flags(void **state)
+{
+	static const builder io_types[] = { w_write, w_trim, w_zero };
+	(void)state;
+
+	for (size_t t = 0; t < ARRAY_LEN(io_types); t++) {
+		REJECT_BODY(io_types[t], B_OFF(repl_io, flags), 4, 2);
+		REJECT_BODY(io_types[t], B_OFF(repl_io, flags), 4, REPL_F_FUA | 4);
+		REJECT_BODY(io_types[t], B_OFF(repl_io, flags), 4, 0x80000000u);
+		ACCEPT(io_types[t], B_OFF(repl_io, flags), 4, REPL_F_FUA);
+	}
+}
+
+static void test_rs_data_flags(void **state)
+{
+	(void)state;
+	/* resync data is never FUA: the target flushes once at RS_DONE */
+	REJECT_BODY(w_rs_data, B_OFF(repl_io, flags), 4, REPL_F_FUA);
+	REJECT_BODY(w_rs_data, B_OFF(repl_io, flags), 4, 2);
+}
+
+static void test_hello_magic_proto_reserved(void **state)
+{
+	(void)state;
+	REJECT_BODY(w_hello, B_OFF(repl_hello, magic), 8, 0);
+	REJECT_BODY(w_hello, B_OFF(repl_hello, magic), 8, REPL_HELLO_MAGIC ^ 1);
+	REJECT_BODY(w_hello, B_OFF(repl_hello, proto_min), 2, 0);
+	REJECT_BODY(w_hello, B_OFF(repl_hello, reserved0), 4, 1);
+	REJECT_BODY(w_hello, B_OFF(repl_hello, reserved), 1, 1);
+	REJECT_BODY(w_hello, B_OFF(repl_hello, reserved) + 31, 1, 0x80);
+	/* features are offered, not checked: unknown bits are fine */
+	ACCEPT(w_hello, B_OFF(repl_hello, features), 8, UINT64_MAX);
+}
+
+static void test_hello_proto_range(void **state)
+{
+	(void)state;
+	/* sample is min 1, max 1 */
+	REJECT_BODY(w_hello, B_OFF(repl_hello, proto_min), 2, 2);
+	REJECT_BODY(w_hello, B_OFF(repl_hello, proto_min), 2, 0xffff);
+	REJECT_BODY(w_hello, B_OFF(repl_hello, proto_max), 2, 0);
+	ACCEPT(w_hello, B_OFF(repl_hello, proto_max), 2, 7);
+}
+
+static const size_t name_offs[3] = {
+	B_OFF(repl_hello, cluster),
+	B_OFF(repl_hello, node),
+	B_OFF(repl_hello, volume),
+};
+
+/* sample names: "prod-cluster.eu_1" (17), "Node-A" (6), "vol0" (4) */
+static void test_hello_name_padding(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < 3; i++) {
+		size_t o = name_offs[i];
+		/* something after the terminating NUL */
+		REJECT_BODY(w_hello, o + 20, 1, 'x');
+		REJECT_BODY(w_hello, o + REPL_NAME_LEN - 1, 1, 'x');
+		REJECT_BODY(w_hello, o + REPL_NAME_LEN - 1, 1, 0x01);
+	}
+}
+
+static void fill_name_wire(uint8_t *w, size_t o, size_t n, char c)
+{
+	memset(w + o, 0, REPL_NAME_LEN);
+	memset(w + o, c, n);
+}
+
+static void test_hello_name_length(void **state)
+{
+	uint8_t w[REPL_ENC_MAX];
+	struct repl_msg m;
+	(void)state;
+
+	for (size_t i = 0; i < 3; i++) {
+		size_t o = name_offs[i];
+		size_t n = w_hello(w);
+		static const size_t bad[] = { 0, 33, 63, 64 }; /* 64: no NUL at all */
+		for (size_t k = 0; k < ARRAY_LEN(bad); k++) {
+			fill_name_wire(w, o, bad[k], 'n');
+			assert_int_equal(rx(w, n, &m, NULL), ST_BODY);
+		}
+		fill_name_wire(w, o, 32, 'n');
+		assert_int_equal(rx(w, n, &m, NULL), ST_OK);
+		fill_name_wire(w, o, 1, 'n');
+		assert_int_equal(rx(w, n, &m, NULL), ST_OK);
+	}
+}
+
+static void test_hello_name_chars(void **state)
+{
+	static const uint8_t bad[] = { ' ', '/', '\\', ':', '@', '\t', '\n', 0x7f, 0x80, 0xff,
+				       '[', '`', '{', '~', '*', '\'' };
+	(void)state;
+
+	for (size_t i = 0; i < 3; i++)
+		for (size_t k = 0; k < ARRAY_LEN(bad); k++) {
+			REJECT_BODY(w_hello, name_offs[i], 1, bad[k]);     /* first */
+			REJECT_BODY(w_hello, name_offs[i] + 3, 1, bad[k]); /* last of "vol0" */
+		}
+	ACCEPT(w_hello, B_OFF(repl_hello, volume) + 3, 1, '.');
+	ACCEPT(w_hello, B_OFF(repl_hello, volume), 1, 'V');
+}
+
+static void test_state_granularity(void **state)
+{
+	static const uint32_t bad[] = { 0, 1, 512, 2048, 4095, 4097, 12288, 65536 + 4096,
+					(64u << 20) * 2, 0x80000000u, UINT32_MAX };
+	(void)state;
+
+	for (size_t i = 0; i < ARRAY_LEN(bad); i++)
+		REJECT_BODY(w_state, B_OFF(repl_state, bm_granularity), 4, bad[i]);
+	ACCEPT(w_state, B_OFF(repl_state, bm_granularity), 4, 4096);
+	ACCEPT(w_state, B_OFF(repl_state, bm_granularity), 4, 64u << 20);
+}
+
+static void test_state_role_disk(void **state)
+{
+	(void)state;
+	REJECT_BODY(w_state, B_OFF(repl_state, role), 1, 2);
+	REJECT_BODY(w_state, B_OFF(repl_state, role), 1, 0xff);
+	REJECT_BODY(w_state, B_OFF(repl_state, disk), 1, 5);
+	REJECT_BODY(w_state, B_OFF(repl_state, disk), 1, 0xff);
+	ACCEPT(w_state, B_OFF(repl_state, role), 1, REPL_ROLE_SECONDARY);
+	ACCEPT(w_state, B_OFF(repl_state, disk), 1, 0);
+}
+
+static void test_state_flags_reserved(void **state)
+{
+	(void)state;
+	REJECT_BODY(w_state, B_OFF(repl_state, flags), 4, REPL_ST_KNOWN + 1);
+	REJECT_BODY(w_state, B_OFF(repl_state, flags), 4, 0x80000000u | REPL_ST_UPTODATE);
+	REJECT_BODY(w_state, B_OFF(repl_state, reserved0), 2, 1);
+	REJECT_BODY(w_state, B_OFF(repl_state, reserved1), 4, 1);
+	ACCEPT(w_state, B_OFF(repl_state, flags), 4, 0);
+}
+
+static void test_state_size(void **state)
+{
+	(void)state;
+	REJECT_BODY(w_state, B_OFF(repl_state, size), 8, 0);
+	REJECT_BODY(w_state, B_OFF(repl_state, size), 8, 512);
+	REJECT_BODY(w_state, B_OFF(repl_state, size), 8, 4096 + 512);
+	REJECT_BODY(w_state, B_OFF(repl_state, size), 8, UINT64_MAX);
+	ACCEPT(w_state, B_OFF(repl_state, size), 8, 4096);
+}
+
+static void test_ack_count(void **state)
+{
+	(void)state;
+	/* sample has 4 entries */
+	REJECT_BODY(w_ack, B_OFF(repl_ack, count), 4, 0);
+	REJECT_BODY(w_ack, B_OFF(repl_ack, count), 4, 3);
+	REJECT_BODY(w_ack, B_OFF(repl_ack, count), 4, 5);
+	REJECT_BODY(w_ack, B_OFF(repl_ack, count), 4, UINT32_MAX); /* count * 16 must not wrap */
+	REJECT_BODY(w_ack, B_OFF(repl_ack, count), 4, 0x10000004u);
+	REJECT_BODY(w_ack, B_OFF(repl_ack, reserved), 4, 1);
+}
+
+#define ENTRY(i) (HDR + sizeof(struct repl_ack) + (i) * sizeof(struct repl_ack_entry))
+
+static void test_ack_entries(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < ARRAY_LEN(acks_sample); i++) {
+		size_t e = ENTRY(i);
+		REJECT_BODY(w_ack, e + offsetof(struct repl_ack_entry, seq), 8, 0);
+		REJECT_BODY(w_ack, e + offsetof(struct repl_ack_entry, res), 4, 1); /* positive */
+		REJECT_BODY(w_ack, e + offsetof(struct repl_ack_entry, res), 4, 0x7fffffff);
+		REJECT_BODY(w_ack, e + offsetof(struct repl_ack_entry, res), 4, (uint32_t)-4096);
+		REJECT_BODY(w_ack, e + offsetof(struct repl_ack_entry, res), 4, 0x80000000u);
+		REJECT_BODY(w_ack, e + offsetof(struct repl_ack_entry, reserved), 4, 1);
+		ACCEPT(w_ack, e + offsetof(struct repl_ack_entry, res), 4, (uint32_t)-1);
+	}
+}
+
+static void test_bitmap_words(void **state)
+{
+	(void)state;
+	/* sample has 3 words */
+	REJECT_BODY(w_bitmap, B_OFF(repl_bitmap, words), 4, 0);
+	REJECT_BODY(w_bitmap, B_OFF(repl_bitmap, words), 4, 2);
+	REJECT_BODY(w_bitmap, B_OFF(repl_bitmap, words), 4, 4);
+	REJECT_BODY(w_bitmap, B_OFF(repl_bitmap, words), 4, 0x20000003u); /* * 8 wraps to 24 */
+	REJECT_BODY(w_bitmap, B_OFF(repl_bitmap, words), 4, UINT32_MAX);
+	REJECT_BODY(w_bitmap, B_OFF(repl_bitmap, reserved), 4, 1);
+	REJECT_BODY(w_bitmap, B_OFF(repl_bitmap, start), 8, (UINT64_MAX >> 8) + 1);
+	REJECT_BODY(w_bitmap, B_OFF(repl_bitmap, start), 8, UINT64_MAX);
+}
+
+static void test_error_text(void **state)
+{
+	static const uint8_t bad[] = { 0, 0x01, '\t', '\n', 0x1f, 0x7f, 0x80, 0xff };
+	(void)state;
+
+	for (size_t k = 0; k < ARRAY_LEN(bad); k++) {
+		REJECT_BODY(w_error, HDR, 1, bad[k]);
+		REJECT_BODY(w_error, HDR + 10, 1, bad[k]);
+		REJECT_BODY(w_error, HDR + strlen(ERROR_TEXT) - 1, 1, bad[k]);
+	}
+	ACCEPT(w_error, HDR, 1, ' ');
+	ACCEPT(w_error, HDR, 1, '~');
+}
+
+static void test_gen_too_small(void **state)
+{
+	(void)state;
+	REJECT_BODY(w_rs_done, B_OFF(repl_gen, gen_current), 8, 0);
+	REJECT_BODY(w_rs_done, B_OFF(repl_gen, gen_current), 8, 1);
+	REJECT_BODY(w_set_gen, B_OFF(repl_gen, gen_current), 8, 0);
+	REJECT_BODY(w_set_gen, B_OFF(repl_gen, gen_current), 8, 1);
+	ACCEPT(w_rs_done, B_OFF(repl_gen, gen_current), 8, 2);
+	ACCEPT(w_set_gen, B_OFF(repl_gen, gen_current), 8, UINT64_MAX);
+}
+
+/* A WRITE whose fixed part fails still says how long it is: the receiver can
+ * drain the payload and stay framed (the header alone decides the length). */
+static void test_rejected_write_keeps_framing(void **state)
+{
+	uint8_t *w = malloc(WIRE_MAX);
+	struct repl_msg m;
+	size_t n;
+	(void)state;
+
+	assert_non_null(w);
+	n = w_write(w);
+	put64(w + B_OFF(repl_io, seq), 0);
+	assert_int_equal(repl_decode_hdr(w, &m), 0);
+	assert_int_equal(repl_body_needed(&m), sizeof(struct repl_io));
+	assert_int_equal(HDR + m.len, n);
+	assert_int_equal(repl_decode_body(w + HDR, &m), -EBADMSG);
+	free(w);
+}
+
+/* Two messages back to back: decoding the first never reads into the second. */
+static void test_stream(void **state)
+{
+	uint8_t *w = malloc(WIRE_MAX * 2);
+	size_t n = 0, pos = 0;
+	unsigned seen = 0;
+	(void)state;
+
+	assert_non_null(w);
+	for (size_t t = 0; t < ARRAY_LEN(all_types); t++)
+		n += all_types[t](w + n);
+	while (pos < n) {
+		struct repl_msg m;
+		uint32_t len;
+		assert_int_equal(repl_decode_hdr(w + pos, &m), 0);
+		len = m.len;
+		assert_int_equal(repl_decode_body(w + pos + HDR, &m), 0);
+		pos += HDR + len;
+		seen++;
+	}
+	assert_int_equal(pos, n);
+	assert_int_equal(seen, ARRAY_LEN(all_types));
+	free(w);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_struct_sizes),
+		cmocka_unit_test(test_header_bytes),
+		cmocka_unit_test(test_write_header_bytes),
+		cmocka_unit_test(test_other_bytes),
+		cmocka_unit_test(test_rt_hello),
+		cmocka_unit_test(test_rt_auth),
+		cmocka_unit_test(test_rt_state),
+		cmocka_unit_test(test_rt_bitmap),
+		cmocka_unit_test(test_rt_bitmap_end),
+		cmocka_unit_test(test_rt_error),
+		cmocka_unit_test(test_rt_write),
+		cmocka_unit_test(test_rt_rs_data),
+		cmocka_unit_test(test_rt_trim_zero),
+		cmocka_unit_test(test_rt_flush),
+		cmocka_unit_test(test_rt_ack),
+		cmocka_unit_test(test_rt_ping_pong),
+		cmocka_unit_test(test_rt_gen),
+		cmocka_unit_test(test_hdr_bad_magic),
+		cmocka_unit_test(test_hdr_unknown_type),
+		cmocka_unit_test(test_hdr_flags_reserved),
+		cmocka_unit_test(test_hdr_len_fixed),
+		cmocka_unit_test(test_hdr_len_write),
+		cmocka_unit_test(test_hdr_len_bitmap),
+		cmocka_unit_test(test_hdr_len_ack),
+		cmocka_unit_test(test_hdr_len_error),
+		cmocka_unit_test(test_write_len_mismatch),
+		cmocka_unit_test(test_write_data_too_big),
+		cmocka_unit_test(test_io_zero_seq),
+		cmocka_unit_test(test_io_misaligned),
+		cmocka_unit_test(test_io_misaligned_write),
+		cmocka_unit_test(test_io_zero_len_and_wrap),
+		cmocka_unit_test(test_io_unknown_flags),
+		cmocka_unit_test(test_rs_data_flags),
+		cmocka_unit_test(test_hello_magic_proto_reserved),
+		cmocka_unit_test(test_hello_proto_range),
+		cmocka_unit_test(test_hello_name_padding),
+		cmocka_unit_test(test_hello_name_length),
+		cmocka_unit_test(test_hello_name_chars),
+		cmocka_unit_test(test_state_granularity),
+		cmocka_unit_test(test_state_role_disk),
+		cmocka_unit_test(test_state_flags_reserved),
+		cmocka_unit_test(test_state_size),
+		cmocka_unit_test(test_ack_count),
+		cmocka_unit_test(test_ack_entries),
+		cmocka_unit_test(test_bitmap_words),
+		cmocka_unit_test(test_error_text),
+		cmocka_unit_test(test_gen_too_small),
+		cmocka_unit_test(test_rejected_write_keeps_framing),
+		cmocka_unit_test(test_stream),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
