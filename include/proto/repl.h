@@ -38,7 +38,7 @@
 #define REPL_NONCE_LEN 32u
 #define REPL_MAC_LEN 32u
 #define REPL_HISTORY 4u
-#define REPL_MAX_DATA (1u << 20)      /* largest WRITE / RS_DATA payload */
+#define REPL_MAX_DATA (32u << 20)     /* largest WRITE / RS_DATA payload (= NBD's) */
 #define REPL_MAX_BITMAP_WORDS 4096u   /* u64 words in one BITMAP message */
 #define REPL_MAX_ACKS 512u            /* entries in one ACK message */
 #define REPL_MAX_ERROR 200u

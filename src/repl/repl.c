@@ -124,7 +124,7 @@ struct repl {
 	unsigned rs_flushing; /* RS_DONE flushes in flight */
 	uint64_t rs_bytes, rs_cursor, rs_total, rs_done_bytes;
 	uint64_t rate_t0, rate_b0, rate_bps;
-	struct ev_deferred rs_kick;
+	struct ev_deferred rs_kick, drop_kick;
 	/* keepalive and cleaner */
 	struct ev_timer tick;
 	uint64_t last_ping_ns, last_clean_ns, ping_cookie;
@@ -565,7 +565,8 @@ static void fg_send(struct repl *r, struct vol_io *io)
 			goto no_peer;
 		n = repl_enc_flush(io->rep.hdr, io->rep.seq);
 	} else {
-		if (io->len > REPL_MAX_DATA * 4096ull || !slot_take(r, io))
+		if ((io->type == BS_WRITE ? io->len > REPL_MAX_DATA : io->len > UINT32_MAX - 4095) ||
+		    !slot_take(r, io))
 			goto no_peer;
 		type = io->type == BS_WRITE ? REPL_WRITE : io->type == BS_TRIM ? REPL_TRIM : REPL_ZERO;
 		w.seq = io->rep.seq;
@@ -587,10 +588,25 @@ static void fg_send(struct repl *r, struct vol_io *io)
 	net_send(&r->conn->net, &io->rep.tx);
 	return;
 no_peer:
-	log_warn("volume %s: request window to %s full or request too large; marking out of sync",
-		 r->v->name, peer_name(r));
-	if (io->type != BS_FLUSH)
+	/* Cannot be sent on this connection (the request window is full, or a
+	 * request beyond what the protocol carries): the region is out of sync,
+	 * and the connection starts over so that a resync copies it. */
+	if (io->type != BS_FLUSH) {
+		gen_branch(r);
 		bm_set_oos(r->bm, io->off, io->len);
+	}
+	log_warn("volume %s: request of %llu bytes cannot be sent to %s (window full or too "
+		 "large); reconnecting to resync it",
+		 r->v->name, (unsigned long long)io->len, peer_name(r));
+	/* Not from here: this runs inside the write path's own list walks. */
+	ev_defer(r->ev, &r->drop_kick);
+}
+
+static void drop_kick_fn(struct ev_deferred *d)
+{
+	struct repl *r = container_of(d, struct repl, drop_kick);
+	if (r->conn)
+		conn_fail(r->conn, "reconnecting to resync what could not be sent");
 }
 
 static void fg_go(struct repl *r, struct vol_io *io)
@@ -1660,6 +1676,7 @@ int repl_new(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned se
 	r->retry.fn = dial;
 	r->tick.fn = tick;
 	r->rs_kick.fn = rs_kick_fn;
+	r->drop_kick.fn = drop_kick_fn;
 	r->backoff_ms = RETRY_MIN_MS;
 	bufpool_init(&r->pool, 64u << 20);
 	list_init(&r->inflight);
@@ -1753,6 +1770,7 @@ void repl_free(struct repl *r)
 	ev_timer_cancel(r->ev, &r->tick);
 	ev_timer_cancel(r->ev, &r->retry);
 	ev_undefer(r->ev, &r->rs_kick);
+	ev_undefer(r->ev, &r->drop_kick);
 	if (r->dial_fd >= 0)
 		close(r->dial_fd);
 	/* The AL may only be emptied once the data it covers is durable. */

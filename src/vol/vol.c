@@ -267,6 +267,9 @@ int vol_open(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned ni
 		goto fail;
 	}
 	v->min_block = v->bs->align;
+	/* The replication protocol moves whole sectors. */
+	if (cv->nnodes > 1 && v->min_block < 512)
+		v->min_block = 512;
 	v->zero_len = ZERO_CHUNK;
 	v->zero_buf = alloc_aligned(ZERO_CHUNK);
 	if (!v->zero_buf) {
