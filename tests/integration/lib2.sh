@@ -16,13 +16,18 @@ declare -A REPP=()   # node name -> replication port
 # lines land in [volume vol0].
 write_config2()
 {
-	local file=$1 line n
+	local file=$1 line n i
 	shift
-	for n in a b; do
-		NBDP[$n]=$(free_port)
-		REPP[$n]=$(free_port)
+	# free_port releases each port at once: draw until all five differ.
+	for ((i = 0; i < 20; i++)); do
+		for n in a b; do
+			NBDP[$n]=$(free_port)
+			REPP[$n]=$(free_port)
+		done
+		PROXY_PORT=$(free_port)
+		[ "$(printf '%s\n' "${NBDP[a]}" "${NBDP[b]}" "${REPP[a]}" "${REPP[b]}" "$PROXY_PORT" |
+			sort -u | wc -l)" -eq 5 ] && break
 	done
-	PROXY_PORT=$(free_port)
 	{
 		echo "[cluster]"
 		echo "name = it"
