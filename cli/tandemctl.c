@@ -85,9 +85,13 @@ static int call(const char *path, const char *line, int quiet)
 	}
 	if (!quiet)
 		fwrite(nl + 1, 1, len - (size_t)(nl + 1 - buf), stdout);
+	fflush(stdout);
+	/* Streamed as it comes (`events` lines must not wait in a buffer). */
 	while ((k = read(fd, buf, sizeof(buf))) > 0)
-		if (!quiet)
+		if (!quiet) {
 			fwrite(buf, 1, (size_t)k, stdout);
+			fflush(stdout);
+		}
 	close(fd);
 	return status;
 }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../common/list.h"
@@ -23,10 +24,22 @@ struct ctl_conn {
 	struct net_tx tx;
 	char *out;
 	size_t len, cap;
-	bool answered, tx_busy, net_closed;
+	bool answered, tx_busy, net_closed, subscriber;
 	struct ev_deferred reap;
-	struct list link; /* in server->conns */
+	struct list link;     /* in server->conns */
+	struct list sub_link; /* in server->subs while it follows `events` */
+	size_t ev_queued;     /* event bytes not yet sent */
 };
+
+/* One event line on its way to a subscriber. */
+struct ctl_evtx {
+	struct net_tx tx;
+	struct ctl_conn *c;
+	size_t len;
+	char buf[];
+};
+
+#define CTL_EVENTS_MAX_QUEUED (1u << 20) /* a subscriber this far behind is dropped */
 
 struct ctl_server {
 	struct ev_loop *ev;
@@ -34,6 +47,7 @@ struct ctl_server {
 	struct ctl_info info;
 	char path[256];
 	struct list conns;
+	struct list subs;
 	unsigned nconns;
 };
 
@@ -304,7 +318,10 @@ static void run_command(struct ctl_conn *c, int argc, char **argv)
 						"not yet");
 		else
 			out_add(c, "error %s\n", msg[0] ? msg : strerror(-r));
-	} else if (strcmp(cmd, "verify") == 0 || strcmp(cmd, "events") == 0) {
+	} else if (strcmp(cmd, "events") == 0 && argc == 1) {
+		out_add(c, "ok\n");
+		c->subscriber = true;
+	} else if (strcmp(cmd, "verify") == 0) {
 		out_add(c, "error '%s' is not available in this version of tandemd\n", cmd);
 	} else {
 		out_add(c, "error unknown command or wrong arguments: '%s'\n", cmd);
@@ -362,7 +379,56 @@ send:
 	c->tx.done = reply_done;
 	c->tx_busy = true;
 	net_send(nc, &c->tx);
+	if (c->subscriber) {
+		list_add_tail(&c->srv->subs, &c->sub_link);
+		return; /* stays open: one line per event until the client leaves */
+	}
 	net_close(nc);
+}
+
+static void evtx_done(struct net_tx *tx, int err)
+{
+	struct ctl_evtx *e = container_of(tx, struct ctl_evtx, tx);
+	(void)err;
+	e->c->ev_queued -= e->len;
+	free(e);
+}
+
+/* vol_event sink: {"time":...,"node":...,FRAGMENT} to every subscriber. */
+static void emit(void *ctx, const char *frag)
+{
+	struct ctl_server *s = ctx;
+	struct list *pos, *tmp;
+	struct timespec ts;
+	char node[CFG_NAME_MAX];
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	json_str(node, sizeof(node), s->info.node);
+	list_for_each_safe(pos, tmp, &s->subs) {
+		struct ctl_conn *c = container_of(pos, struct ctl_conn, sub_link);
+		struct ctl_evtx *e;
+		int n;
+		if (c->net.closing)
+			continue;
+		if (c->ev_queued > CTL_EVENTS_MAX_QUEUED) {
+			list_del(&c->sub_link);
+			net_abort(&c->net);
+			continue;
+		}
+		e = malloc(sizeof(*e) + 640);
+		if (!e)
+			continue;
+		n = snprintf(e->buf, 640, "{\"time\":%lld.%03ld,\"node\":\"%s\",%s}\n",
+			     (long long)ts.tv_sec, ts.tv_nsec / 1000000, node, frag);
+		e->len = (size_t)MIN(n, 639);
+		e->c = c;
+		e->tx.iov[0].iov_base = e->buf;
+		e->tx.iov[0].iov_len = e->len;
+		e->tx.iovcnt = 1;
+		e->tx.done = evtx_done;
+		c->ev_queued += e->len;
+		net_send(&c->net, &e->tx);
+	}
 }
 
 static void reap(struct ev_deferred *d)
@@ -373,6 +439,7 @@ static void reap(struct ev_deferred *d)
 	if (c->tx_busy || !c->net_closed)
 		return;
 	list_del(&c->link);
+	list_del(&c->sub_link);
 	s->nconns--;
 	net_conn_destroy(&c->net);
 	free(c->out);
@@ -403,6 +470,7 @@ static void on_accept(struct net_listener *l, int fd)
 	}
 	c->cap = 4096;
 	c->srv = s;
+	list_init(&c->sub_link);
 	c->reap.fn = reap;
 	list_add(&s->conns, &c->link);
 	s->nconns++;
@@ -418,7 +486,12 @@ int ctl_server_new(struct ev_loop *ev, const char *path, const struct ctl_info *
 		return -ENOMEM;
 	s->ev = ev;
 	list_init(&s->conns);
+	list_init(&s->subs);
 	s->info = *info;
+	for (unsigned i = 0; i < info->nvols; i++) {
+		info->vols[i]->event_fn = emit;
+		info->vols[i]->event_ctx = s;
+	}
 	snprintf(s->path, sizeof(s->path), "%s", path);
 	r = net_listen_unix(&s->lis, ev, path, on_accept);
 	if (r) {
@@ -435,6 +508,8 @@ void ctl_server_shutdown(struct ctl_server *s)
 	struct stat st;
 
 	net_listener_close(&s->lis);
+	for (unsigned i = 0; i < s->info.nvols; i++)
+		s->info.vols[i]->event_fn = NULL;
 	if (lstat(s->path, &st) == 0 && S_ISSOCK(st.st_mode))
 		unlink(s->path);
 	list_for_each_safe(pos, tmp, &s->conns)

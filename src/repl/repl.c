@@ -124,10 +124,13 @@ struct repl {
 	unsigned rs_flushing; /* RS_DONE flushes in flight */
 	uint64_t rs_bytes, rs_cursor, rs_total, rs_done_bytes;
 	uint64_t rate_t0, rate_b0, rate_bps;
+	uint64_t rs_cap;              /* resync-rate: bytes/s, 0 = auto */
+	double rs_tokens;             /* token bucket for rs_cap */
+	uint64_t rs_tokens_ns;
 	struct ev_deferred rs_kick, drop_kick;
 	/* keepalive and cleaner */
 	struct ev_timer tick;
-	uint64_t last_ping_ns, last_clean_ns, ping_cookie;
+	uint64_t last_ping_ns, last_clean_ns, last_progress_ns, ping_cookie;
 	uint64_t *busy;
 	bool cleaning;
 	unsigned clean_parts;
@@ -185,6 +188,7 @@ static void set_rs(struct repl *r, enum repl_rep_state s)
 		return;
 	log_info("volume %s: replication with %s: %s -> %s", r->v->name, peer_name(r),
 		 repl_rep_name(r->rs), repl_rep_name(s));
+	vol_event(r->v, "replication", repl_rep_name(r->rs), repl_rep_name(s), NULL);
 	r->rs = s;
 }
 
@@ -194,6 +198,7 @@ static void set_cs(struct repl *r, enum repl_conn_state s)
 		return;
 	log_info("volume %s: connection to %s: %s -> %s", r->v->name, peer_name(r),
 		 repl_conn_name(r->cs), repl_conn_name(s));
+	vol_event(r->v, "connection", repl_conn_name(r->cs), repl_conn_name(s), NULL);
 	r->cs = s;
 }
 
@@ -375,8 +380,18 @@ static void conn_refuse(struct rconn *c, const char *fmt, ...)
 	va_end(ap);
 	log_warn("replication%s%s%s%s: refused: %s", c->r ? " of volume " : "",
 		 c->r ? c->r->v->name : "", c->peer_node[0] ? " with " : "", c->peer_node, msg);
-	if (c->r)
+	if (c->r) {
+		char extra[REPL_MAX_ERROR + 64], e[REPL_MAX_ERROR + 1];
+		size_t k = 0;
 		snprintf(c->r->error, sizeof(c->r->error), "%s", msg);
+		for (const char *p = msg; *p && k + 1 < sizeof(e); p++)
+			if (*p != '"' && *p != '\\')
+				e[k++] = *p;
+		e[k] = '\0';
+		snprintf(extra, sizeof(extra), "\"split_brain\":%s,\"error\":\"%s\"",
+			 c->r->split_brain ? "true" : "false", e);
+		vol_event(c->r->v, "refused", NULL, NULL, extra);
+	}
 	send_small(c, b, repl_enc_error(b, msg));
 	if (c->r && c->r->conn == c)
 		conn_lost(c->r, NULL);
@@ -807,7 +822,16 @@ static void rs_pump(struct repl *r)
 
 	if (r->rs != RR_SYNCSOURCE || !peer_ready(r))
 		return;
-	while (r->rs_bytes < RS_WINDOW && scanned < nbits) {
+	if (r->rs_cap) {
+		/* A configured cap: a token bucket refilled at rs_cap bytes/s,
+		 * holding at most one request or a quarter second of it. */
+		uint64_t now = ev_now(r->ev);
+		double burst = MAX((double)RS_MAX_REQ, (double)r->rs_cap / 4);
+		r->rs_tokens += (double)(now - r->rs_tokens_ns) * (double)r->rs_cap / 1e9;
+		r->rs_tokens = MIN(r->rs_tokens, burst);
+		r->rs_tokens_ns = now;
+	}
+	while (r->rs_bytes < RS_WINDOW && scanned < nbits && (!r->rs_cap || r->rs_tokens > 0)) {
 		int64_t b = bm_next_oos(r->bm, r->rs_cursor);
 		uint64_t off, len, k = 1;
 		struct rsreq *q;
@@ -835,6 +859,7 @@ static void rs_pump(struct repl *r)
 			free(q);
 			break;
 		}
+		r->rs_tokens -= (double)len; /* may go negative: paid back before the next */
 		q->r = r;
 		q->io.type = BS_READ;
 		q->io.off = off;
@@ -1643,6 +1668,21 @@ static void tick(struct ev_timer *t)
 			send_small(c, b, repl_enc_ping(b, REPL_PING, ++r->ping_cookie));
 		}
 	}
+	if (r->rs == RR_SYNCSOURCE && r->rs_cap)
+		ev_defer(r->ev, &r->rs_kick); /* the token bucket refills */
+	if ((r->rs == RR_SYNCSOURCE || r->rs == RR_SYNCTARGET) &&
+	    now - r->last_progress_ns >= 1000000000ull) {
+		struct repl_status st;
+		char extra[160];
+		r->last_progress_ns = now;
+		repl_get_status(r, &st);
+		snprintf(extra, sizeof(extra),
+			 "\"out_of_sync_bytes\":%llu,\"sync_percent\":%.1f,"
+			 "\"resync_bytes_per_sec\":%llu",
+			 (unsigned long long)st.out_of_sync_bytes, st.sync_percent,
+			 (unsigned long long)st.resync_bytes_per_sec);
+		vol_event(r->v, repl_rep_name(r->rs), NULL, NULL, extra);
+	}
 	if (!r->cleaning && now - r->last_clean_ns >= CLEAN_EVERY_NS && !r->shutting_down) {
 		r->last_clean_ns = now;
 		clean_start(r);
@@ -1671,6 +1711,7 @@ int repl_new(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned se
 	r->dialer = strcmp(cfg->nodes[self].name, cfg->nodes[r->peer_ix].name) < 0;
 	snprintf(r->secret, sizeof(r->secret), "%s", cfg->secret);
 	r->timeout_ns = (uint64_t)cfg->peer_timeout_ms * 1000000ull;
+	r->rs_cap = cv->resync_rate;
 	r->dial_fd = -1;
 	r->dial_op.cb = dial_cb;
 	r->retry.fn = dial;
@@ -1829,6 +1870,7 @@ int repl_promote(struct repl *r, bool force, char *msg, size_t len)
 	}
 	vol_md_write(v);
 	log_info("volume %s: role secondary -> primary", v->name);
+	vol_event(v, "role", "secondary", "primary", NULL);
 	if (r->conn && r->conn->stage == ST_RUN)
 		send_state(r->conn);
 	return 0;
@@ -1850,6 +1892,7 @@ int repl_demote(struct repl *r, char *msg, size_t len)
 	v->md->sb.flags &= ~TANDEM_MD_F_PRIMARY;
 	vol_md_write(v);
 	log_info("volume %s: role primary -> secondary", v->name);
+	vol_event(v, "role", "primary", "secondary", NULL);
 	if (r->conn && r->conn->stage == ST_RUN) {
 		uint8_t b[32];
 		send_state(r->conn);

@@ -40,6 +40,22 @@ int vol_md_write(struct vol *v)
 	return r;
 }
 
+void vol_event(struct vol *v, const char *what, const char *from, const char *to,
+	       const char *extra)
+{
+	char buf[512];
+
+	if (!v->event_fn)
+		return;
+	snprintf(buf, sizeof(buf), "\"volume\":\"%s\",\"event\":\"%s\"", v->name, what);
+	if (from && to)
+		snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf),
+			 ",\"from\":\"%s\",\"to\":\"%s\"", from, to);
+	if (extra)
+		snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), ",%s", extra);
+	v->event_fn(v->event_ctx, buf);
+}
+
 void vol_set_disk(struct vol *v, enum vol_disk d)
 {
 	uint32_t f;
@@ -47,6 +63,7 @@ void vol_set_disk(struct vol *v, enum vol_disk d)
 	if (v->disk == d)
 		return;
 	log_warn("volume %s: disk %s -> %s", v->name, vol_disk_name(v->disk), vol_disk_name(d));
+	vol_event(v, "disk", vol_disk_name(v->disk), vol_disk_name(d), NULL);
 	v->disk = d;
 	if (!v->md)
 		return;

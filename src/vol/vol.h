@@ -51,6 +51,9 @@ struct vol {
 	uint32_t zero_len;
 	unsigned inflight;
 	struct vol_stats stats;
+	/* state-change events (`tandemctl events`): a JSON fragment per event */
+	void (*event_fn)(void *ctx, const char *json);
+	void *event_ctx;
 	/* replication: NULL for a volume that lives on one node */
 	struct repl *repl;
 	bool demoting; /* role change to secondary pending: new I/O refused */
@@ -102,6 +105,10 @@ void vol_local(struct vol *v, struct vol_io *io, void (*done)(struct vol_io *io,
 void vol_complete(struct vol_io *io, int res);
 /* Disk state change, persisted in the metadata flags (synchronous). */
 void vol_set_disk(struct vol *v, enum vol_disk d);
+/* Reports a state change to whoever listens (what: "role", "disk",
+ * "connection", "replication", ...); extra is more JSON members or NULL. */
+void vol_event(struct vol *v, const char *what, const char *from, const char *to,
+	       const char *extra);
 /* Persists the superblock (synchronous; rare events only). Logs failures. */
 int vol_md_write(struct vol *v);
 /* Allocation map (synchronous, cheap). */
