@@ -98,7 +98,9 @@ run: all
 	@bash scripts/run-demo.sh
 
 bench: all
+	@bash scripts/deps.sh --bench
 	@bash bench/nbd.sh
+	@bash bench/repl.sh
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man8 \

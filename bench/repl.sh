@@ -1,0 +1,620 @@
+#!/usr/bin/env bash
+# Synchronous replication over a shaped link: Tandem against an anchor.
+#
+# Two network namespaces joined by a veth pair (10.231.42.1 in A, .2 in B)
+# stand for two sites. The link is shaped with tbf on both veth ends' egress
+# (no netem on this kernel: bandwidth only, no added delay). fio (nbd engine)
+# runs in A against:
+#   tandem   a Tandem pair: tandemd node a in A (primary, NBD), node b in B,
+#            volume vol0 with replication = sync
+#   anchor   qemu-storage-daemon in A exporting a raw file over NBD, its writes
+#            mirrored synchronously (blockdev-mirror copy-mode=write-blocking,
+#            READY before any measurement) to qemu-nbd in B
+#   single   a single-node Tandem volume in A (unshaped link only): the
+#            baseline for "sync replication / single node"
+# All backing files are sparse raw files in the work directory, opened with
+# O_DIRECT and io_uring by every server (Tandem cache=none; qemu
+# cache.direct=on, aio=io_uring), so the two sides of each pair do alike.
+#
+#   bench/repl.sh                          links 10 20 100 Mbit/s and unshaped
+#   LINKS="10 0" RUNS=3 bench/repl.sh      medians of 3 runs on two links
+#   ANCHOR_ONLY=1 bench/repl.sh            qemu only;  TANDEM_ONLY=1: Tandem only
+#   ANCHOR_NODELAY=0 bench/repl.sh         the anchor as qemu 7.2 ships (see below)
+#   TANDEM_SOLO=1 bench/repl.sh            the "tandem" volume lives on node a only
+#                                          (tests this script without replication;
+#                                          its numbers are then NOT replication)
+# Other knobs: RUNTIME (s per job, default 15), RAMP (s, default 3), SIZE_MB
+# (volume size, default 1024), PREFILL=0 (skip writing each volume once before
+# measuring), LINKCHECK=0 (skip the TCP goodput check of each link),
+# TANDEM_TIMEOUT (s to wait for the pair to connect, default 60),
+# RESULTS=DIR (keep the result lines, fio's JSON and the servers' logs there),
+# TANDEM_BUILD (default build).
+#
+# The anchor's target connection gets TCP_NODELAY. qemu's NBD server (qemu-nbd
+# and qemu-storage-daemon alike, 7.2 here) leaves Nagle on for the sockets it
+# accepts, while its NBD client turns it off. A 4 KiB write is three segments,
+# the last one short; with two or more writes in flight the short one waits for
+# the ACK of the one before, which the other end delays by 40 ms: at 100
+# Mbit/s the mirror then does ~640 IOPS at QD32 and ~45 IOPS at QD2, against
+# ~2,800 with the flag. The flag is set from outside on the target's end of
+# the mirror's connection once the mirror is READY (pidfd_getfd, Linux >= 5.6);
+# ANCHOR_NODELAY=0 leaves qemu as it is. The front-end connection (fio to qsd
+# on loopback in A) is left alone: it scales with queue depth without the flag.
+#
+# Jobs, the same against every target: 1 MiB sequential write QD4, 4 KiB
+# random write QD1 and QD32; random data refilled for every write. MB = 10^6
+# bytes; a link of R Mbit/s carries at most R/8 MB/s. Prints medians; never
+# asserts timings. Exit 0 when it ran, 77 when a tool is missing, 1 when
+# setting up (or a job) failed. Needs root (ip netns, tc).
+set -Eeuo pipefail
+cd "$(dirname "$0")/.."
+BIN=${TANDEM_BUILD:-build}
+RUNS=${RUNS:-1}
+RUNTIME=${RUNTIME:-15}
+RAMP=${RAMP:-3}
+SIZE_MB=${SIZE_MB:-1024}
+LINKS=${LINKS:-10 20 100 0}
+PREFILL=${PREFILL:-1}
+LINKCHECK=${LINKCHECK:-1}
+TANDEM_TIMEOUT=${TANDEM_TIMEOUT:-60}
+TANDEM_ONLY=${TANDEM_ONLY:-0}
+ANCHOR_ONLY=${ANCHOR_ONLY:-0}
+TANDEM_SOLO=${TANDEM_SOLO:-0}
+ANCHOR_NODELAY=${ANCHOR_NODELAY:-1}
+
+skip() { echo "bench: $*" >&2; exit 77; }
+die() { echo "bench: $*" >&2; exit 1; }
+
+[ "$TANDEM_ONLY" = 1 ] && [ "$ANCHOR_ONLY" = 1 ] && die "TANDEM_ONLY and ANCHOR_ONLY exclude each other"
+DO_TANDEM=1 DO_ANCHOR=1
+[ "$ANCHOR_ONLY" = 1 ] && DO_TANDEM=0
+[ "$TANDEM_ONLY" = 1 ] && DO_ANCHOR=0
+for l in $LINKS; do [[ $l =~ ^[0-9]+$ ]] || die "LINKS: '$l' is not a number of Mbit/s (0 = unshaped)"; done
+for v in RUNS RUNTIME RAMP SIZE_MB TANDEM_TIMEOUT; do
+	[[ ${!v} =~ ^[0-9]+$ ]] || die "$v: '${!v}' is not a number"
+	[ "${!v}" -gt 0 ] || [ "$v" = RAMP ] || die "$v must be positive"
+done
+
+[ "$(id -u)" -eq 0 ] || skip "needs root (network namespaces, tc)"
+for c in fio ip tc python3 nbdinfo timeout; do
+	command -v $c >/dev/null || skip "$c missing (scripts/deps.sh --bench)"
+done
+fio --enghelp=nbd >/dev/null 2>&1 || skip "fio has no nbd engine"
+if [ $DO_ANCHOR = 1 ]; then
+	for c in qemu-storage-daemon qemu-nbd; do
+		command -v $c >/dev/null || skip "$c missing (scripts/deps.sh --bench)"
+	done
+fi
+if [ $DO_TANDEM = 1 ]; then
+	for c in tandemd tandemctl; do [ -x "$BIN/$c" ] || skip "$BIN/$c missing (run make)"; done
+fi
+
+NA=tbr-a-$$ NB=tbr-b-$$
+NET=10.231.42
+IPA=$NET.1 IPB=$NET.2
+W=$(mktemp -d /var/tmp/tandem-repl.XXXXXX)
+PIDS=()
+NS_MADE=()
+mine() { # PID: still running and our child (so never a reused pid)
+	[ "$(ps -o ppid= -p "$1" 2>/dev/null | tr -d ' ')" = "$$" ]
+}
+cleanup() {
+	local p alive live=()
+	trap - ERR
+	set +e
+	for p in "${PIDS[@]}"; do mine "$p" && live+=("$p"); done
+	for p in "${live[@]}"; do kill "$p" 2>/dev/null || true; done
+	for _ in $(seq 50); do
+		alive=0
+		for p in "${live[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+		[ $alive = 0 ] && break
+		sleep 0.1
+	done
+	for p in "${live[@]}"; do mine "$p" && kill -9 "$p" 2>/dev/null; done
+	for p in "${live[@]}"; do wait "$p" 2>/dev/null || true; done
+	# Deleting a namespace takes its veth end, and so its qdisc, with it.
+	for p in "${NS_MADE[@]}"; do ip netns del "$p" 2>/dev/null || true; done
+	rm -rf "$W"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+trap 'echo "bench: failed at line $LINENO: $BASH_COMMAND" >&2; exit 1' ERR
+
+# ---------------------------------------------------------------- helpers
+cat > "$W/qmp.py" <<'PY'
+# Minimal QMP client for qemu-storage-daemon's monitor socket.
+#   qmp.py SOCK mirror HOST PORT EXPORT TIMEOUT   add the NBD target, start the
+#                                                 write-blocking mirror, wait READY
+#   qmp.py SOCK check                             print the job's state; exit 1 if not ready
+import json, socket, sys, time
+def connect(path):
+    for _ in range(100):
+        try:
+            s = socket.socket(socket.AF_UNIX); s.connect(path); break
+        except OSError:
+            time.sleep(0.1)
+    else:
+        sys.exit(f"qmp: cannot connect to {path}")
+    f = s.makefile("rwb")
+    def recv():
+        while True:
+            line = f.readline()
+            if not line:
+                sys.exit("qmp: monitor closed the connection")
+            m = json.loads(line)
+            if "event" not in m:
+                return m
+    def cmd(name, **args):
+        f.write(json.dumps({"execute": name, "arguments": args}).encode() + b"\n"); f.flush()
+        m = recv()
+        if "error" in m:
+            sys.exit(f"qmp: {name}: {m['error'].get('desc')}")
+        return m["return"]
+    recv()  # greeting
+    cmd("qmp_capabilities")
+    return cmd
+cmd = connect(sys.argv[1])
+if sys.argv[2] == "mirror":
+    host, port, export, timeout = sys.argv[3], sys.argv[4], sys.argv[5], float(sys.argv[6])
+    cmd("blockdev-add", **{"driver": "nbd", "node-name": "tgt", "export": export,
+                           "server": {"type": "inet", "host": host, "port": port}})
+    cmd("blockdev-mirror", **{"job-id": "m0", "device": "src", "target": "tgt",
+                              "sync": "full", "copy-mode": "write-blocking",
+                              "filter-node-name": "mtop"})
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        jobs = [j for j in cmd("query-block-jobs") if j["device"] == "m0"]
+        if not jobs:
+            sys.exit("qmp: mirror job m0 vanished")
+        if jobs[0].get("ready"):
+            print(f"mirror m0 ready: {jobs[0]['offset']}/{jobs[0]['len']} bytes copied")
+            sys.exit(0)
+        time.sleep(0.2)
+    sys.exit(f"qmp: mirror not READY after {timeout:.0f} s: {jobs}")
+elif sys.argv[2] == "check":
+    jobs = [j for j in cmd("query-block-jobs") if j["device"] == "m0"]
+    print(json.dumps(jobs))
+    sys.exit(0 if jobs and jobs[0].get("ready") and jobs[0].get("status") == "ready" else 1)
+PY
+
+cat > "$W/goodput.py" <<'PY'
+# TCP goodput from A to B: goodput.py recv HOST PORT  |  goodput.py send HOST PORT SECONDS
+import os, socket, sys, time
+if sys.argv[1] == "recv":
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((sys.argv[2], int(sys.argv[3]))); s.listen(1); s.settimeout(30)
+    c, _ = s.accept(); c.settimeout(30); n = 0; t0 = time.monotonic()
+    while True:
+        b = c.recv(1 << 20)
+        if not b:
+            break
+        n += len(b)
+    print(n * 8 / (time.monotonic() - t0) / 1e6)
+else:
+    for _ in range(100):
+        try:
+            c = socket.create_connection((sys.argv[2], int(sys.argv[3])), timeout=30); break
+        except OSError:
+            time.sleep(0.05)
+    buf = os.urandom(1 << 16); end = time.monotonic() + float(sys.argv[4])
+    while time.monotonic() < end:
+        c.sendall(buf)
+    c.close()
+PY
+
+cat > "$W/nodelay.py" <<'PY'
+# nodelay.py PID PORT: sets TCP_NODELAY on PID's connected TCP sockets whose
+# local port is PORT, through duplicates taken with pidfd_getfd(2).
+import ctypes, os, socket, sys
+libc = ctypes.CDLL(None, use_errno=True)
+pid, port, done = int(sys.argv[1]), int(sys.argv[2]), 0
+pfd = os.pidfd_open(pid)
+for fd in os.listdir(f"/proc/{pid}/fd"):
+    try:
+        if not os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:"):
+            continue
+    except OSError:
+        continue
+    dup = libc.syscall(438, pfd, int(fd), 0)  # SYS_pidfd_getfd
+    if dup < 0:
+        sys.exit(f"nodelay: pidfd_getfd: {os.strerror(ctypes.get_errno())}")
+    s = socket.socket(fileno=dup)
+    try:
+        if s.family == socket.AF_INET and s.type == socket.SOCK_STREAM and s.getsockname()[1] == port:
+            s.getpeername()  # listening sockets raise here
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            done += 1
+    except OSError:
+        pass
+    finally:
+        s.close()  # the duplicate only; the socket stays open in PID
+print(done)
+sys.exit(0 if done else 1)
+PY
+
+# Background processes are started as `ip netns exec NS CMD &` (never through
+# a shell function, which would fork a subshell): ip execs CMD, so $! is CMD.
+inA() { ip netns exec "$NA" "$@"; }
+inB() { ip netns exec "$NB" "$@"; }
+alive_or_die() { # PID NAME LOG
+	kill -0 "$1" 2>/dev/null && return 0
+	echo "bench: $2 exited; its log:" >&2
+	tail -n 20 "$3" >&2 || true
+	exit 1
+}
+wait_nbd() { # NS URI PID NAME LOG
+	for _ in $(seq 100); do
+		ip netns exec "$1" nbdinfo --size "$2" >/dev/null 2>&1 && return 0
+		alive_or_die "$3" "$4" "$5"
+		sleep 0.1
+	done
+	die "$4: $2 did not come up (log: $(tail -n 5 "$5" | tr '\n' ' '))"
+}
+
+# ---------------------------------------------------------------- the link
+ip netns add "$NA"
+NS_MADE+=("$NA")
+ip netns add "$NB"
+NS_MADE+=("$NB")
+ip link add va netns "$NA" type veth peer name vb netns "$NB"
+ip -n "$NA" addr add "$IPA/24" dev va
+ip -n "$NB" addr add "$IPB/24" dev vb
+for n in "$NA" "$NB"; do ip -n "$n" link set lo up; done
+ip -n "$NA" link set va up
+ip -n "$NB" link set vb up
+
+# tbf: burst at least rate/HZ (HZ=250 here) and a 64 KiB GSO packet, here
+# 10 ms of the rate; limit 40 ms of the rate, at least 256 KiB. With these a
+# single TCP stream gets 96-97% of the rate as goodput.
+tbf_args() { # MBIT
+	python3 -c 'import sys; r=int(sys.argv[1])*125000
+print(f"rate {sys.argv[1]}mbit burst {max(65536, r//100)} limit {max(262144, r*4//100)}")' "$1"
+}
+shape() { # MBIT (0 = unshaped)
+	local a
+	tc -n "$NA" qdisc del dev va root 2>/dev/null || true
+	tc -n "$NB" qdisc del dev vb root 2>/dev/null || true
+	[ "$1" = 0 ] && return 0
+	a=$(tbf_args "$1")
+	# shellcheck disable=SC2086
+	tc -n "$NA" qdisc add dev va root tbf $a
+	# shellcheck disable=SC2086
+	tc -n "$NB" qdisc add dev vb root tbf $a
+}
+goodput() { # -> Mbit/s of one TCP stream A -> B over 3 s
+	local p
+	ip netns exec "$NB" python3 "$W/goodput.py" recv "$IPB" 5201 > "$W/goodput.out" &
+	p=$!
+	PIDS+=("$p")
+	inA timeout 60 python3 "$W/goodput.py" send "$IPB" 5201 3
+	wait "$p"
+	cat "$W/goodput.out"
+}
+
+# ---------------------------------------------------------------- servers
+PORT_T=10809 PORT_Q=10810 PORT_S=10811
+URI_tandem=nbd://$IPA:$PORT_T/vol0
+URI_anchor=nbd://$IPA:$PORT_Q/vol0
+URI_single=nbd://$IPA:$PORT_S/vol0
+
+start_tandem() {
+	local nodes="a b"
+	[ "$TANDEM_SOLO" = 1 ] && nodes=a
+	cat > "$W/tandem.ini" <<INI
+[cluster]
+name = bench
+secret = bench-$$-$RANDOM
+
+[node a]
+replication = $IPA:7789
+nbd = $IPA:$PORT_T
+control = $W/a.sock
+data-dir = $W/a
+
+[node b]
+replication = $IPB:7789
+nbd = $IPB:$PORT_T
+control = $W/b.sock
+data-dir = $W/b
+
+[volume vol0]
+size = ${SIZE_MB}M
+nodes = $nodes
+replication = sync
+INI
+	ip netns exec "$NA" "$BIN/tandemd" -c "$W/tandem.ini" -n a -f 2> "$W/tandem-a.log" &
+	PID_TA=$!
+	PIDS+=("$PID_TA")
+	if [ "$TANDEM_SOLO" != 1 ]; then
+		ip netns exec "$NB" "$BIN/tandemd" -c "$W/tandem.ini" -n b -f 2> "$W/tandem-b.log" &
+		PID_TB=$!
+		PIDS+=("$PID_TB")
+	fi
+	wait_nbd "$NA" "$URI_tandem" "$PID_TA" "tandemd a" "$W/tandem-a.log"
+	[ "$TANDEM_SOLO" = 1 ] && return 0
+	# The pair is ready once a sees b connected and replication established.
+	local st="" end=$((SECONDS + TANDEM_TIMEOUT))
+	while [ $SECONDS -lt $end ]; do
+		alive_or_die "$PID_TA" "tandemd a" "$W/tandem-a.log"
+		alive_or_die "$PID_TB" "tandemd b" "$W/tandem-b.log"
+		st=$(timeout 5 "$BIN/tandemctl" -c "$W/tandem.ini" -n a status --json 2>&1) || true
+		if python3 -c 'import json,sys
+try:
+    p = json.loads(sys.argv[1])["volumes"][0]["peers"][0]
+except Exception:
+    sys.exit(1)
+sys.exit(0 if p.get("connection") == "connected" and p.get("replication") == "established" else 1)' "$st"; then
+			return 0
+		fi
+		sleep 0.2
+	done
+	echo "bench: the Tandem pair did not reach connection=connected, replication=established" \
+		"within ${TANDEM_TIMEOUT}s. Last 'tandemctl -n a status --json':" >&2
+	echo "  $st" >&2
+	echo "tandemd a log:" >&2; tail -n 10 "$W/tandem-a.log" >&2 || true
+	echo "tandemd b log:" >&2; tail -n 10 "$W/tandem-b.log" >&2 || true
+	exit 1
+}
+
+start_single() {
+	cat > "$W/single.ini" <<INI
+[cluster]
+name = bench-single
+
+[node a]
+nbd = $IPA:$PORT_S
+control = $W/s.sock
+data-dir = $W/s
+
+[volume vol0]
+size = ${SIZE_MB}M
+nodes = a
+INI
+	ip netns exec "$NA" "$BIN/tandemd" -c "$W/single.ini" -n a -f 2> "$W/single.log" &
+	PID_S=$!
+	PIDS+=("$PID_S")
+	wait_nbd "$NA" "$URI_single" "$PID_S" "tandemd (single node)" "$W/single.log"
+}
+
+start_anchor() {
+	truncate -s "${SIZE_MB}M" "$W/anchor-a.img" "$W/anchor-b.img"
+	# The mirror target: qemu-nbd in B, O_DIRECT + io_uring like the source.
+	ip netns exec "$NB" qemu-nbd -f raw -x vol0 -b "$IPB" -p "$PORT_Q" --persistent -e 4 \
+		--cache=none --aio=io_uring "$W/anchor-b.img" 2> "$W/qemu-nbd.log" &
+	PID_QN=$!
+	PIDS+=("$PID_QN")
+	wait_nbd "$NB" "nbd://$IPB:$PORT_Q/vol0" "$PID_QN" "qemu-nbd (B)" "$W/qemu-nbd.log"
+	# The source: qsd in A exporting node "src". blockdev-mirror inserts its
+	# filter above src and moves every parent of src, the export included, onto
+	# it, so NBD writes go through the mirror from then on.
+	ip netns exec "$NA" qemu-storage-daemon \
+		--blockdev "driver=file,node-name=f0,filename=$W/anchor-a.img,cache.direct=on,aio=io_uring" \
+		--blockdev driver=raw,node-name=src,file=f0 \
+		--nbd-server "addr.type=inet,addr.host=$IPA,addr.port=$PORT_Q" \
+		--export type=nbd,id=exp0,node-name=src,name=vol0,writable=on \
+		--chardev "socket,id=qmp0,path=$W/qmp.sock,server=on,wait=off" \
+		--monitor chardev=qmp0 2> "$W/qsd.log" &
+	PID_QSD=$!
+	PIDS+=("$PID_QSD")
+	wait_nbd "$NA" "$URI_anchor" "$PID_QSD" "qemu-storage-daemon (A)" "$W/qsd.log"
+	python3 "$W/qmp.py" "$W/qmp.sock" mirror "$IPB" "$PORT_Q" vol0 120 >&2 ||
+		die "qemu-storage-daemon: mirror did not start (log: $(tail -n 5 "$W/qsd.log" | tr '\n' ' '))"
+	if [ "$ANCHOR_NODELAY" = 1 ]; then
+		if python3 "$W/nodelay.py" "$PID_QN" "$PORT_Q" > /dev/null 2> "$W/nodelay.err"; then
+			echo "note anchor: TCP_NODELAY set on the mirror target's socket (qemu-nbd leaves Nagle on; ANCHOR_NODELAY=0 for stock qemu)" >> "$RES"
+		else
+			echo "note anchor: could not set TCP_NODELAY on the target's socket ($(tr '\n' ' ' < "$W/nodelay.err")): stock qemu, Nagle on" >> "$RES"
+		fi
+	else
+		echo "note anchor: stock qemu (ANCHOR_NODELAY=0): Nagle on at the target's NBD server" >> "$RES"
+	fi
+}
+
+# ---------------------------------------------------------------- fio
+JOBS=(seqwrite-1m-qd4 randwrite-4k-qd1 randwrite-4k-qd32)
+job_args() {
+	case $1 in
+	seqwrite-1m-qd4) echo "--rw=write --bs=1M --iodepth=4" ;;
+	randwrite-4k-qd1) echo "--rw=randwrite --bs=4k --iodepth=1" ;;
+	randwrite-4k-qd32) echo "--rw=randwrite --bs=4k --iodepth=32" ;;
+	esac
+}
+fio_nbd() { # URI ARGS... -> fio JSON on stdout
+	local uri=$1
+	shift
+	# fio waits for what is in flight after the runtime: at 10 Mbit/s four
+	# 1 MiB writes take 3.4 s, so the time-out leaves room.
+	inA timeout -k 10 "${FIO_LIMIT:-900}" fio --name=j --ioengine=nbd --uri="$uri" \
+		--size="${SIZE_MB}M" --randrepeat=0 --refill_buffers --norandommap \
+		--output-format=json "$@" 2> "$W/fio.err"
+}
+# What a job wrote per second. fio divides the bytes of every I/O completed
+# after the ramp, including the ones drained after the runtime, by the time
+# to the end of the drain. With 1 MiB writes at QD4 over a 10 Mbit/s link,
+# 4 MiB are in flight (3.4 s of link time), partly sent before the window
+# opens, and completions can come in bunches (stock qemu completed its four
+# writes as 1-2-1 every 3.5 s), so that figure and any first-to-last count
+# came out 5-35% above what the link can carry. The 1 MiB job therefore logs
+# each completion and its rate is the least-squares slope of bytes completed
+# against time, over completions inside the runtime (those reaped within
+# 50 ms of the ramp's end belong to it); on shaped links it runs long enough
+# for at least 32 completions. For 4 KiB jobs the in-flight data (QD x 4 KiB)
+# is a negligible part of the window, and fio's figure is used.
+job_runtime() { # JOB MBIT
+	if [[ $1 == seq* ]] && [ "$2" != 0 ]; then
+		local need=$(((32 * 1048576 * 8 + $2 * 1000000 - 1) / ($2 * 1000000)))
+		[ "$need" -gt "$RUNTIME" ] && echo "$need" && return 0
+	fi
+	echo "$RUNTIME"
+}
+run_one() { # TARGET JOB RUNTIME OUT-PREFIX -> "bytes/s iops"
+	local u="URI_$1" log=() FIO_LIMIT=$(($3 + RAMP + 180))
+	[[ $2 == seq* ]] && log=(--write_bw_log="$4" --log_avg_msec=0)
+	# shellcheck disable=SC2046
+	fio_nbd "${!u}" $(job_args "$2") --time_based --runtime="$3" --ramp_time="$RAMP" \
+		"${log[@]}" > "$4.json" ||
+		die "fio $2 against $1 (${!u}) failed: $(tail -n 3 "$W/fio.err" | tr '\n' ' ')"
+	python3 - "$4" "$3" <<'PY'
+import json, os, sys
+pre, runtime_ms = sys.argv[1], int(sys.argv[2]) * 1000
+t = open(pre + ".json").read()
+w = json.loads(t[t.index("{"):])["jobs"][0]["write"]  # skips the nbd engine's first line
+bw, iops = w["bw_bytes"], w["iops"]
+if os.path.exists(pre + "_bw.1.log"):
+    ts, ys, total = [], [], 0  # completion ms after the ramp, bytes completed by then
+    for line in open(pre + "_bw.1.log"):
+        f = [x.strip() for x in line.split(",")]
+        if 50 <= int(f[0]) <= runtime_ms:
+            total += int(f[3])
+            ts.append(int(f[0]))
+            ys.append(total)
+    if len(ts) >= 8 and ts[-1] > ts[0]:
+        mt, my = sum(ts) / len(ts), sum(ys) / len(ys)
+        bw = (sum((a - mt) * (b - my) for a, b in zip(ts, ys)) /
+              sum((a - mt) ** 2 for a in ts) * 1000)
+        iops = bw * len(ts) / total
+print(bw, iops)
+PY
+}
+prefill() { # TARGET: write the whole volume once, so no run meets unallocated blocks
+	local u="URI_$1"
+	echo "# prefill $1: ${SIZE_MB} MiB sequential" >&2
+	fio_nbd "${!u}" --rw=write --bs=1M --iodepth=4 > /dev/null ||
+		die "prefill of $1 failed: $(tail -n 3 "$W/fio.err" | tr '\n' ' ')"
+}
+
+# ---------------------------------------------------------------- run
+echo "# work dir $W, namespaces $NA $NB, link $IPA <-> $IPB" >&2
+RES=$W/results.txt
+: > "$RES"
+TARGETS=()
+if [ $DO_TANDEM = 1 ]; then
+	start_tandem
+	TARGETS+=(tandem)
+fi
+if [ $DO_ANCHOR = 1 ]; then
+	start_anchor
+	TARGETS+=(anchor)
+fi
+SINGLE=0
+if [ $DO_TANDEM = 1 ] && [[ " $LINKS " == *" 0 "* ]]; then
+	start_single
+	SINGLE=1
+fi
+if [ "$PREFILL" = 1 ]; then
+	for t in "${TARGETS[@]}"; do prefill "$t"; done
+	[ $SINGLE = 1 ] && prefill single
+fi
+
+for r in $(seq "$RUNS"); do
+	for l in $LINKS; do
+		shape "$l"
+		if [ "$r" = 1 ]; then
+			if [ "$l" = 0 ]; then echo "link 0 qdisc none" >> "$RES"; else echo "link $l qdisc $(tbf_args "$l")" >> "$RES"; fi
+			if [ "$LINKCHECK" = 1 ]; then
+				g=$(goodput)
+				echo "link $l goodput $g" >> "$RES"
+				printf '# link %s Mbit/s: TCP goodput %.1f Mbit/s\n' "$l" "$g" >&2
+			fi
+		fi
+		for j in "${JOBS[@]}"; do
+			ts=("${TARGETS[@]}")
+			[ "$l" = 0 ] && [ $SINGLE = 1 ] && ts+=(single)
+			for t in "${ts[@]}"; do
+				v=$(run_one "$t" "$j" "$(job_runtime "$j" "$l")" "$W/fio-r$r-l$l-$j-$t")
+				echo "res $r $l $j $t $v" >> "$RES"
+				read -r bw iops <<< "$v"
+				printf '# run %d link %4s %-18s %-7s %9.2f MB/s %9.0f IOPS\n' \
+					"$r" "$l" "$j" "$t" "$(python3 -c "print($bw/1e6)")" "$iops" >&2
+			done
+		done
+	done
+done
+shape 0
+
+# Sanity: with every write acknowledged, the replicas must be identical.
+if [ $DO_ANCHOR = 1 ]; then
+	python3 "$W/qmp.py" "$W/qmp.sock" check > "$W/mirror.json" ||
+		echo "WARNING: anchor mirror job not READY at the end: $(cat "$W/mirror.json")" >> "$RES"
+	cmp -s "$W/anchor-a.img" "$W/anchor-b.img" ||
+		echo "WARNING: anchor replicas differ (anchor-a.img vs anchor-b.img): mirror not synchronous?" >> "$RES"
+fi
+if [ $DO_TANDEM = 1 ] && [ "$TANDEM_SOLO" != 1 ]; then
+	cmp -s "$W/a/vol0.img" "$W/b/vol0.img" ||
+		echo "WARNING: Tandem replicas differ (a/vol0.img vs b/vol0.img)" >> "$RES"
+fi
+if [ -n "${RESULTS:-}" ]; then
+	mkdir -p "$RESULTS"
+	cp "$RES" "$W"/fio-* "$W"/*.log "$W"/*.ini "$RESULTS"/ 2>/dev/null || true
+fi
+
+python3 - "$RES" "$RUNTIME" "$RAMP" "$TANDEM_SOLO" "${JOBS[*]}" <<'PY'
+import sys, statistics, collections
+res, runtime, ramp, solo, jobs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1", sys.argv[5].split()
+d = collections.defaultdict(list)
+qdisc, goodput, warnings, notes, links, runs = {}, {}, [], [], [], set()
+for line in open(res):
+    f = line.split()
+    if f[0] == "res":
+        r, l, j, t, bw, iops = f[1:]
+        runs.add(r)
+        d[(int(l), j, t)].append((float(bw), float(iops)))
+        if int(l) not in links:
+            links.append(int(l))
+    elif f[0] == "link" and f[2] == "qdisc":
+        qdisc[int(f[1])] = " ".join(f[3:])
+    elif f[0] == "link" and f[2] == "goodput":
+        goodput[int(f[1])] = float(f[3])
+    elif f[0] == "note":
+        notes.append(" ".join(f[1:]))
+    else:
+        warnings.append(line.strip())
+def med(l, j, t):
+    v = d.get((l, j, t))
+    if not v:
+        return None
+    return statistics.median(x[0] for x in v), statistics.median(x[1] for x in v)
+def num(x, w, p=2):
+    return f"{x:{w}.{p}f}" if x is not None else f"{'-':>{w}}"
+def ratio(a, b):
+    return a[0] / b[0] if a and b and b[0] else None
+tname = "Tandem(solo!)" if solo else "Tandem"
+print(f"Synchronous replication over a shaped link: {tname} pair vs qemu-storage-daemon "
+      f"write-blocking mirror (anchor)")
+print(f"medians of {len(runs)} run(s), {runtime} s per job (1 MiB job: >= 32 MiB on shaped links) "
+      f"after {ramp} s ramp; fio nbd engine in namespace A")
+print("MB = 10^6 bytes; X/link = front-end bytes/s / (link rate/8); jobs: 1 MiB seq write QD4, "
+      "4 KiB random write QD1 and QD32")
+for n in notes:
+    print(n)
+if solo:
+    print("NOTE: TANDEM_SOLO=1: the 'Tandem' volume lives on node a only; these numbers are NOT replication")
+for l in links:
+    print()
+    if l:
+        g = goodput.get(l)
+        gs = f"; one TCP stream: {g:.1f} Mbit/s = {g / l:.2f} of rate" if g else ""
+        print(f"== link {l} Mbit/s (tbf on both veth ends: {qdisc.get(l, '?')}{gs})")
+        print(f"{'job':18s}{tname + ' MB/s':>15s}{'IOPS':>9s}{'anchor MB/s':>13s}{'IOPS':>9s}"
+              f"{'T/anchor':>10s}{'T/link':>8s}{'anchor/link':>13s}")
+    else:
+        g = goodput.get(l)
+        gs = f"; one TCP stream: {g:.0f} Mbit/s" if g else ""
+        print(f"== link unshaped (veth, no qdisc{gs})")
+        print(f"{'job':18s}{tname + ' MB/s':>15s}{'IOPS':>9s}{'anchor MB/s':>13s}{'IOPS':>9s}"
+              f"{'single MB/s':>13s}{'IOPS':>9s}{'T/anchor':>10s}{'T/single':>10s}")
+    for j in jobs:
+        t, a, s = med(l, j, "tandem"), med(l, j, "anchor"), med(l, j, "single")
+        row = (f"{j:18s}{num(t and t[0] / 1e6, 15)}{num(t and t[1], 9, 0)}"
+               f"{num(a and a[0] / 1e6, 13)}{num(a and a[1], 9, 0)}")
+        if l:
+            link = l * 1e6 / 8
+            row += (f"{num(ratio(t, a), 10)}{num(t and t[0] / link, 8)}"
+                    f"{num(a and a[0] / link, 13)}")
+        else:
+            row += (f"{num(s and s[0] / 1e6, 13)}{num(s and s[1], 9, 0)}"
+                    f"{num(ratio(t, a), 10)}{num(ratio(t, s), 10)}")
+        print(row)
+for w in warnings:
+    print(w)
+PY
