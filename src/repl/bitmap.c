@@ -308,6 +308,13 @@ void bm_set_oos(struct bm *bm, uint64_t off, uint64_t len)
 	FOR_WORDS(a, b, i, m, { or_word(bm, i, m); });
 }
 
+void bm_al_to_oos(struct bm *bm)
+{
+	for (uint64_t i = 0; i < bm->nwords; i++)
+		if ((bm->al[i / 64] >> (i % 64)) & 1)
+			or_word(bm, i, i == bm->nwords - 1 ? last_word_mask(bm) : ~0ull);
+}
+
 void bm_set_all(struct bm *bm)
 {
 	bm_set_oos(bm, 0, bm->size);

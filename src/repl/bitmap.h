@@ -61,6 +61,10 @@ bool bm_intent(struct bm *bm, uint64_t off, uint64_t len, struct bm_waiter *w);
 /* Marks [off, off+len) out of sync (every region it touches); the bits reach
  * the disk with the next flush (the AL covers them until then). */
 void bm_set_oos(struct bm *bm, uint64_t off, uint64_t len);
+/* Marks every region of every extent in the AL out of sync: what the peer
+ * may lack when it can no longer be trusted to have kept what it
+ * acknowledged (it was lost, or failed a flush). */
+void bm_al_to_oos(struct bm *bm);
 /* Marks every bit out of sync (full sync). */
 void bm_set_all(struct bm *bm);
 /* ORs words[0..n) into oos (and disk) from word index start. */

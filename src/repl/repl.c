@@ -70,7 +70,8 @@ struct rconn {
 	struct repl_server *srv;  /* accepting side */
 	bool dialer;
 	enum stage stage;
-	bool got_auth, sent_bm, got_bm_end, aborted, net_closed, in_srv;
+	bool got_auth, sent_bm, got_bm_end, aborted, net_closed, in_srv, checked_decision;
+	enum repl_rep_state decided; /* what this side's handshake decided */
 	uint8_t nonce_me[REPL_NONCE_LEN], nonce_peer[REPL_NONCE_LEN];
 	char peer_node[REPL_NAME_LEN];
 	struct repl_state pst;
@@ -321,6 +322,12 @@ static void reap_fn(struct ev_deferred *d)
 
 	if (!c->net_closed || c->napply)
 		return;
+	if (c->rx_cur) { /* closed in the middle of a payload */
+		c->apply_bytes -= c->rx_cur->io.len;
+		bufpool_put(&c->r->pool, c->rx_cur->io.buf, c->rx_cur->io.len);
+		free(c->rx_cur);
+		c->rx_cur = NULL;
+	}
 	list_del(&c->link);
 	if (c->in_srv)
 		c->srv->nconns--;
@@ -541,9 +548,12 @@ static bool slot_take(struct repl *r, struct vol_io *io)
 static void fg_finish(struct repl *r, struct vol_io *io)
 {
 	list_del(&io->rep.link);
-	/* A whole region overwritten on both copies is in sync by definition. */
+	/* A whole region overwritten on both copies is in sync by definition;
+	 * one that only the peer has is not. */
 	if (io->rep.peer_ok && io->rep.lres == 0 && (io->type == BS_WRITE || io->type == BS_ZERO))
 		bm_clear_oos(r->bm, io->off, io->len);
+	else if (io->rep.peer_ok && io->rep.lres != 0 && io->type != BS_FLUSH)
+		bm_set_oos(r->bm, io->off, io->len);
 	vol_complete(io, io->rep.lres);
 	fg_unblock(r);
 	if (r->rs == RR_SYNCSOURCE)
@@ -914,18 +924,36 @@ static void ack_add(struct rconn *c, uint64_t seq, int res)
 	ev_defer(c->net.ev, &c->ack_flush);
 }
 
-static bool apply_conflicts(struct rconn *c, struct rapply *a, struct list *upto)
+static bool applying_overlaps(struct rconn *c, struct rapply *a)
 {
 	struct list *pos, *tmp;
 
-	/* R5: a FLUSH waits for everything before it; writes wait for earlier
-	 * overlapping writes (and nothing waits for a FLUSH). */
 	list_for_each_safe(pos, tmp, &c->applying) {
 		struct rapply *o = container_of(pos, struct rapply, link);
 		if (o->type == REPL_FLUSH)
 			continue;
 		if (a->type == REPL_FLUSH || overlap(o->io.off, o->io.len, a->io.off, a->io.len))
 			return true;
+	}
+	return false;
+}
+
+static bool apply_conflicts(struct rconn *c, struct rapply *a, struct list *upto)
+{
+	struct list *pos, *tmp;
+
+	/* R5: a FLUSH waits for everything before it; writes wait for earlier
+	 * overlapping writes (and nothing waits for a FLUSH). "Before" includes
+	 * what an older connection of this volume still applies: its writes
+	 * are older than anything the new connection carries. */
+	if (applying_overlaps(c, a))
+		return true;
+	if (c->r) {
+		list_for_each_safe(pos, tmp, &c->r->bound) {
+			struct rconn *o = container_of(pos, struct rconn, link);
+			if (o != c && applying_overlaps(o, a))
+				return true;
+		}
 	}
 	list_for_each_safe(pos, tmp, &c->apply_wait) {
 		struct rapply *o = container_of(pos, struct rapply, link);
@@ -941,6 +969,20 @@ static bool apply_conflicts(struct rconn *c, struct rapply *a, struct list *upto
 
 static void apply_start(struct rconn *c, struct rapply *a);
 
+/* Starts the waiting applies of c that no longer conflict, in order. */
+static void apply_rescan(struct rconn *c)
+{
+	struct list *pos, *tmp;
+
+	list_for_each_safe(pos, tmp, &c->apply_wait) {
+		struct rapply *w = container_of(pos, struct rapply, link);
+		if (apply_conflicts(c, w, pos))
+			continue;
+		list_del(pos);
+		apply_start(c, w);
+	}
+}
+
 static void apply_done(struct vol_io *io, int res)
 {
 	struct rapply *a = container_of(io, struct rapply, io);
@@ -950,22 +992,26 @@ static void apply_done(struct vol_io *io, int res)
 	list_del(&a->link);
 	c->napply--;
 	c->apply_bytes -= a->type == REPL_WRITE || a->type == REPL_RS_DATA ? a->io.len : 0;
-	if (res == 0 && a->type == REPL_RS_DATA && c->r)
-		bm_clear_oos(c->r->bm, a->io.off, a->io.len);
-	if (res == 0 && a->type != REPL_FLUSH && a->type != REPL_RS_DATA && c->r &&
-	    c->r->rs == RR_SYNCTARGET && (a->type == REPL_WRITE || a->type == REPL_ZERO))
+	/* Bits of the current session only: a lost connection's late apply
+	 * says nothing about what the new one still has to copy. */
+	if (res == 0 && c->r && c->r->conn == c && c->r->rs == RR_SYNCTARGET &&
+	    (a->type == REPL_RS_DATA || a->type == REPL_WRITE || a->type == REPL_ZERO))
 		bm_clear_oos(c->r->bm, a->io.off, a->io.len);
 	ack_add(c, a->seq, res);
 	if (a->io.buf)
 		bufpool_put(&c->r->pool, a->io.buf, a->io.len);
 	free(a);
-	list_for_each_safe(pos, tmp, &c->apply_wait) {
-		struct rapply *w = container_of(pos, struct rapply, link);
-		if (apply_conflicts(c, w, pos))
-			continue;
-		list_del(pos);
-		apply_start(c, w);
+	apply_rescan(c);
+	if (c->r) {
+		struct list *p2, *t2;
+		list_for_each_safe(p2, t2, &c->r->bound) {
+			struct rconn *o = container_of(p2, struct rconn, link);
+			if (o != c)
+				apply_rescan(o);
+		}
 	}
+	(void)pos;
+	(void)tmp;
 	if (c->net.rx_paused && c->apply_bytes < APPLY_MAX_BYTES / 2 && !c->aborted)
 		net_rx_resume(&c->net);
 	if (c->net_closed)
@@ -1043,6 +1089,7 @@ static void fill_view(const struct repl_state *s, bool primary, struct gen_view 
 	g->primary = primary;
 	g->crashed_primary = s->flags & REPL_ST_CRASHED_PRIMARY;
 	g->has_bits = s->oos_bits != 0;
+	g->inconsistent = !(s->flags & REPL_ST_CONSISTENT);
 }
 
 /* Both STATEs and both bitmaps are known: decide what this connection is. */
@@ -1093,7 +1140,8 @@ static void handshake_decide(struct rconn *c)
 			    c->peer_node);
 		return;
 	case GEN_NO_DATA:
-		conn_refuse(c, "neither node has data for this volume (both invalidated)");
+		conn_refuse(c, "no consistent copy to resync from (the node with the newer data is "
+			       "inconsistent or neither has data)");
 		return;
 	case GEN_TARGET:
 		if (gm.primary) {
@@ -1164,6 +1212,7 @@ static void handshake_decide(struct rconn *c)
 	default:
 		break;
 	}
+	c->decided = r->rs;
 	/* Tell the peer the state this side is in now. */
 	send_state(c);
 }
@@ -1173,6 +1222,7 @@ static int on_hello(struct rconn *c, const struct repl_hello *h);
 struct rsdone {
 	struct vol_io io;
 	struct repl *r;
+	struct rconn *c; /* the session it belongs to (compared, never dereferenced) */
 	uint64_t gen;
 };
 
@@ -1182,11 +1232,15 @@ static void rs_done_flushed(struct vol_io *io, int res)
 	struct repl *r = d->r;
 	uint64_t gen = d->gen;
 
+	struct rconn *c = d->c;
+
 	free(d);
 	r->rs_flushing--;
-	if (res || r->rs != RR_SYNCTARGET) {
-		if (r->conn)
-			conn_fail(r->conn, "flushing the resynced data failed");
+	/* Only for the session that sent RS_DONE: a later one has its own. */
+	if (c != r->conn || !conn_usable(c) || c->stage != ST_RUN || r->rs != RR_SYNCTARGET)
+		return;
+	if (res) {
+		conn_fail(c, "flushing the resynced data failed");
 		return;
 	}
 	gen_push_history(sb(r)->gen_history, sb(r)->gen_current);
@@ -1217,10 +1271,14 @@ static int handle_msg(struct rconn *c, const uint8_t *body)
 		char msg[REPL_MAX_ERROR + 1];
 		memcpy(msg, m->var, m->var_len);
 		msg[m->var_len] = '\0';
-		if (r)
-			snprintf(r->error, sizeof(r->error), "%s: %s", c->peer_node[0] ? c->peer_node : "peer", msg);
-		if (r && strstr(msg, "split brain"))
-			r->split_brain = true;
+		/* Only an authenticated peer, or the one this node dialed, may
+		 * change what status says (not anyone who can reach the port). */
+		if (r && (c->got_auth || (c->dialer && c == r->conn))) {
+			snprintf(r->error, sizeof(r->error), "%s: %s",
+				 c->peer_node[0] ? c->peer_node : "peer", msg);
+			if (c->got_auth && strstr(msg, "split brain"))
+				r->split_brain = true;
+		}
 		log_warn("replication%s%s: the peer refused: %s", r ? " of volume " : "",
 			 r ? r->v->name : "", msg);
 		conn_abort(c);
@@ -1243,6 +1301,10 @@ static int handle_msg(struct rconn *c, const uint8_t *body)
 			return -1;
 		}
 		c->got_auth = true;
+		if (r->admin_down || r->shutting_down) {
+			conn_refuse(c, "volume %s is disconnected by its administrator", r->v->name);
+			return -1;
+		}
 		c->stage = ST_STATE;
 		if (c->dialer)
 			send_auth(c);
@@ -1288,6 +1350,22 @@ static int handle_msg(struct rconn *c, const uint8_t *body)
 	switch (m->type) {
 	case REPL_STATE: {
 		bool was_primary = r->peer.role == REPL_ROLE_PRIMARY;
+		bool peer_target = m->u.state.disk == VOL_INCONSISTENT;
+		/* The first STATE after the handshake shows what the peer decided:
+		 * both sides must have come to the same answer (they decide on
+		 * each other's earlier STATE, which a role change or a write in
+		 * between can make stale). Otherwise: start over. */
+		if (!c->checked_decision) {
+			c->checked_decision = true;
+			enum repl_rep_state mine = c->decided;
+			if ((mine == RR_SYNCTARGET && peer_target) ||
+			    (mine == RR_ESTABLISHED && peer_target) ||
+			    (mine == RR_SYNCSOURCE && !peer_target)) {
+				conn_fail(c, "%s came to another verdict in the handshake; "
+					     "starting over", c->peer_node);
+				return -1;
+			}
+		}
 		r->peer = m->u.state;
 		if (was_primary != (r->peer.role == REPL_ROLE_PRIMARY))
 			log_info("volume %s: %s is now %s", r->v->name, c->peer_node,
@@ -1317,13 +1395,22 @@ static int handle_msg(struct rconn *c, const uint8_t *body)
 			}
 			r->slots[slot_of(seq)] = NULL;
 			if (io->rep.kind == K_FG) {
-				if (res == 0)
+				if (res == 0) {
 					io->rep.peer_ok = true;
-				else if (io->type != BS_FLUSH)
-					bm_set_oos(r->bm, io->off, io->len);
-				if (res)
-					log_warn("volume %s: %s failed a write: %s", r->v->name,
-						 c->peer_node, strerror(-res));
+				} else {
+					/* The peer lacks this write (or, for a failed
+					 * FLUSH, any write not yet durable there): a
+					 * new generation that it does not have. */
+					log_warn("volume %s: %s failed a %s: %s", r->v->name,
+						 c->peer_node,
+						 io->type == BS_FLUSH ? "flush" : "write",
+						 strerror(-res));
+					gen_branch(r);
+					if (io->type == BS_FLUSH)
+						bm_al_to_oos(r->bm);
+					else
+						bm_set_oos(r->bm, io->off, io->len);
+				}
 				fg_put(r, io);
 			} else if (io->rep.kind == K_RS) {
 				rs_acked(r, container_of(io, struct rsreq, io), res);
@@ -1388,6 +1475,7 @@ static int handle_msg(struct rconn *c, const uint8_t *body)
 			return -1;
 		}
 		d->r = r;
+		d->c = c;
 		d->gen = m->u.gen.gen_current;
 		d->io.type = BS_FLUSH;
 		r->rs_flushing++;
@@ -1504,6 +1592,11 @@ static void conn_lost(struct repl *r, const char *why)
 	r->conn = NULL; /* c stays bound (nbound) until its applies are done */
 	if (why && was_run)
 		log_warn("volume %s: lost %s: %s", r->v->name, peer_name(r), why);
+	/* What the peer acknowledged but had not made durable may be lost with
+	 * it: everything in the activity log counts as out of sync (the AL only
+	 * lets go of an extent after a flush on both nodes). */
+	if (was_run && r->v->role == VOL_PRIMARY)
+		bm_al_to_oos(r->bm);
 	fail_pending(r);
 	if (was_run && r->v->role != VOL_PRIMARY && peer_was_primary && r->v->disk == VOL_UPTODATE)
 		vol_set_disk(r->v, VOL_OUTDATED);
@@ -1827,10 +1920,24 @@ void repl_free(struct repl *r)
 
 /* ---- admin ---- */
 
+/* A handshake is deciding on the state this node sent: role changes wait. */
+static bool handshaking(const struct repl *r)
+{
+	struct list *pos, *tmp;
+	list_for_each_safe(pos, tmp, (struct list *)&r->bound) {
+		const struct rconn *c = container_of(pos, struct rconn, link);
+		if (conn_usable(c) && c->got_auth && c->stage != ST_RUN)
+			return true;
+	}
+	return false;
+}
+
 int repl_promote(struct repl *r, bool force, char *msg, size_t len)
 {
 	struct vol *v = r->v;
 
+	if (handshaking(r))
+		return -EAGAIN;
 	if (v->role == VOL_PRIMARY) {
 		v->demoting = false;
 		return 0;
@@ -1884,6 +1991,8 @@ int repl_demote(struct repl *r, char *msg, size_t len)
 
 	if (v->role == VOL_SECONDARY)
 		return r->demote_cookie && r->conn ? -EAGAIN : 0;
+	if (handshaking(r))
+		return -EAGAIN;
 	v->demoting = true;
 	if (v->inflight)
 		return -EAGAIN;

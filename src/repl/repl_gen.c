@@ -27,8 +27,24 @@ static bool common_ancestor(const struct gen_view *a, const struct gen_view *b)
 	return false;
 }
 
+static struct gen_decision decide(const struct gen_view *me, const struct gen_view *peer,
+				  bool me_first);
+
 struct gen_decision gen_decide(const struct gen_view *me, const struct gen_view *peer,
 			       bool me_first)
+{
+	struct gen_decision d = decide(me, peer, me_first);
+
+	if ((d.verdict == GEN_SOURCE && me->inconsistent) ||
+	    (d.verdict == GEN_TARGET && peer->inconsistent)) {
+		d.verdict = GEN_NO_DATA;
+		d.full = false;
+	}
+	return d;
+}
+
+static struct gen_decision decide(const struct gen_view *me, const struct gen_view *peer,
+				  bool me_first)
 {
 	struct gen_decision d = { GEN_UNRELATED, false };
 
@@ -75,6 +91,13 @@ struct gen_decision gen_decide(const struct gen_view *me, const struct gen_view 
 	}
 	if (me->current == peer->current) {
 		bool i_src;
+		if (me->inconsistent != peer->inconsistent) {
+			/* An interrupted sync: the consistent side's data, by the
+			 * bitmaps if there are any, else all of it. */
+			d.verdict = me->inconsistent ? GEN_TARGET : GEN_SOURCE;
+			d.full = !me->has_bits && !peer->has_bits;
+			return d;
+		}
 		if (!me->has_bits && !peer->has_bits) {
 			d.verdict = GEN_EQUAL;
 			return d;

@@ -31,6 +31,8 @@ struct gen_view {
 	bool primary;         /* primary now */
 	bool crashed_primary; /* was primary when it last stopped without a clean shutdown */
 	bool has_bits;        /* its change bitmap has bits set */
+	bool inconsistent;    /* its data is not a consistent image (an interrupted
+			       * sync target, a failed disk): never a source */
 };
 
 enum gen_verdict {
@@ -47,7 +49,8 @@ struct gen_decision {
 	bool full; /* SOURCE/TARGET: copy everything, the bitmap does not cover it */
 };
 
-/* Mirror-symmetric: decide(a, b, x) is SOURCE exactly when decide(b, a, !x)
+/* A side that is inconsistent is never the source: where it would be, the
+ * verdict is GEN_NO_DATA (no consistent copy to take). Mirror-symmetric: decide(a, b, x) is SOURCE exactly when decide(b, a, !x)
  * is TARGET. me_first breaks ties (the side whose node name sorts first). */
 struct gen_decision gen_decide(const struct gen_view *me, const struct gen_view *peer,
 			       bool me_first);

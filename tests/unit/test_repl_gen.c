@@ -341,6 +341,7 @@ static void random_view(uint64_t *s, struct gen_view *v)
 	v->primary = rng_next(s) % 2;
 	v->crashed_primary = rng_next(s) % 2;
 	v->has_bits = rng_next(s) % 2;
+	v->inconsistent = rng_next(s) % 4 == 0;
 }
 
 static void print_view(const char *tag, const struct gen_view *v)
@@ -351,6 +352,8 @@ static void print_view(const char *tag, const struct gen_view *v)
 		      (unsigned long long)v->history[2], (unsigned long long)v->history[3],
 		      v->primary ? " primary" : "", v->crashed_primary ? " crashed-primary" : "",
 		      v->has_bits ? " has-bits" : "");
+	if (v->inconsistent)
+		print_message("  %s: inconsistent\n", tag);
 }
 
 #define PROPERTY_RUNS 5000
@@ -389,6 +392,41 @@ static void test_symmetry_property(void **state)
 /* The property test finds two families of asymmetric pairs: a side without
  * data facing one created empty (test_no_data_vs_created_empty), and this
  * one, kept as a named case so that a fix shows up here first. */
+/* An inconsistent side (an interrupted sync target) is never the source. */
+static void test_inconsistent_never_source(void **state)
+{
+	struct gen_view a = view(G_A, 0), b = view(G_A, 0);
+	struct gen_decision d;
+	(void)state;
+
+	/* same generation, bits on both: the consistent side, whatever the roles */
+	a.has_bits = b.has_bits = true;
+	a.inconsistent = true;
+	a.primary = false;
+	b.primary = false;
+	d = gen_decide(&a, &b, true);
+	assert_int_equal(d.verdict, GEN_TARGET);
+	assert_false(d.full);
+	d = gen_decide(&b, &a, false);
+	assert_int_equal(d.verdict, GEN_SOURCE);
+	/* no bits left to say what differs: all of it */
+	a.has_bits = b.has_bits = false;
+	d = gen_decide(&a, &b, true);
+	assert_int_equal(d.verdict, GEN_TARGET);
+	assert_true(d.full);
+	/* both inconsistent with the same generation: nobody can be the source */
+	b.inconsistent = true;
+	a.has_bits = true;
+	assert_int_equal(gen_decide(&a, &b, true).verdict, GEN_NO_DATA);
+	assert_int_equal(gen_decide(&b, &a, false).verdict, GEN_NO_DATA);
+	/* newer by generation, but inconsistent: refused rather than copied */
+	a = view(G_B, G_A);
+	b = view(G_A, 0);
+	a.inconsistent = true;
+	assert_int_equal(gen_decide(&a, &b, true).verdict, GEN_NO_DATA);
+	assert_int_equal(gen_decide(&b, &a, false).verdict, GEN_NO_DATA);
+}
+
 static void test_symmetry_crossed_bitmaps(void **state)
 {
 	/* each side's bitmap is the other's current */
@@ -422,6 +460,7 @@ int main(void)
 		cmocka_unit_test(test_push_history),
 		cmocka_unit_test(test_symmetry_property),
 		cmocka_unit_test(test_symmetry_crossed_bitmaps),
+		cmocka_unit_test(test_inconsistent_never_source),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
