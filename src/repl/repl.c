@@ -87,6 +87,7 @@ struct rconn {
 	uint32_t nack;
 	struct ev_deferred ack_flush, reap;
 	uint64_t last_rx_bytes, last_rx_ns;
+	uint64_t born_ns; /* a handshake must be done within the peer timeout of this */
 	struct list link; /* in the server's list, then in repl.bound */
 };
 
@@ -153,6 +154,8 @@ struct repl_server {
 	unsigned nvols;
 	struct list conns; /* not yet bound to a volume */
 	unsigned nconns;
+	struct ev_timer sweep; /* drops connections that never say HELLO */
+	uint64_t timeout_ns;
 };
 
 static void conn_lost(struct repl *r, const char *why);
@@ -508,6 +511,7 @@ static struct rconn *rconn_new(void)
 
 	if (!c)
 		return NULL;
+	c->born_ns = now_ns();
 	list_init(&c->applying);
 	list_init(&c->apply_wait);
 	list_init(&c->link);
@@ -1776,6 +1780,17 @@ static void tick(struct ev_timer *t)
 			 (unsigned long long)st.resync_bytes_per_sec);
 		vol_event(r->v, repl_rep_name(r->rs), NULL, NULL, extra);
 	}
+	{
+		/* A connection that does not finish its handshake in time goes. */
+		struct list *pos, *tmp;
+		list_for_each_safe(pos, tmp, &r->bound) {
+			struct rconn *o = container_of(pos, struct rconn, link);
+			if (o != r->conn && conn_usable(o) && o->stage != ST_RUN &&
+			    now - o->born_ns > r->timeout_ns)
+				conn_fail(o, "handshake not finished within %.1f s",
+					  (double)r->timeout_ns / 1e9);
+		}
+	}
 	if (!r->cleaning && now - r->last_clean_ns >= CLEAN_EVERY_NS && !r->shutting_down) {
 		r->last_clean_ns = now;
 		clean_start(r);
@@ -2182,6 +2197,23 @@ static int on_hello(struct rconn *c, const struct repl_hello *h)
 	}
 }
 
+static void srv_sweep(struct ev_timer *t)
+{
+	struct repl_server *s = container_of(t, struct repl_server, sweep);
+	struct list *pos, *tmp;
+	uint64_t now = ev_now(s->ev);
+
+	list_for_each_safe(pos, tmp, &s->conns) {
+		struct rconn *c = container_of(pos, struct rconn, link);
+		if (conn_usable(c) && now - c->born_ns > s->timeout_ns) {
+			log_info("replication: a connection that sent no HELLO within %.1f s is dropped",
+				 (double)s->timeout_ns / 1e9);
+			conn_abort(c);
+		}
+	}
+	ev_timer_arm(s->ev, &s->sweep, 1000000000ull);
+}
+
 static void srv_accept(struct net_listener *l, int fd)
 {
 	struct repl_server *s = container_of(l, struct repl_server, lis);
@@ -2220,6 +2252,9 @@ int repl_server_new(struct ev_loop *ev, const struct cfg *cfg, unsigned self,
 		free(s);
 		return r;
 	}
+	s->timeout_ns = (uint64_t)cfg->peer_timeout_ms * 1000000ull;
+	s->sweep.fn = srv_sweep;
+	ev_timer_arm(ev, &s->sweep, 1000000000ull);
 	*out = s;
 	return 0;
 }
@@ -2229,6 +2264,7 @@ void repl_server_shutdown(struct repl_server *s)
 	struct list *pos, *tmp;
 
 	net_listener_close(&s->lis);
+	ev_timer_cancel(s->ev, &s->sweep);
 	list_for_each_safe(pos, tmp, &s->conns)
 		conn_abort(container_of(pos, struct rconn, link));
 }
