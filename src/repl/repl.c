@@ -284,6 +284,23 @@ static void gen_branch(struct repl *r)
 	vol_md_write(r->v);
 }
 
+/* A pair created empty leaves the shared "empty" generation once its primary
+ * is connected, so that a replaced empty disk is told apart later: both
+ * sides move to a new generation (SET_GEN). */
+static void gen_rotate(struct repl *r, struct rconn *c)
+{
+	uint8_t b[64];
+	uint64_t g;
+
+	if (r->v->role != VOL_PRIMARY || sb(r)->gen_current != GEN_EMPTY)
+		return;
+	g = new_gen();
+	gen_push_history(sb(r)->gen_history, sb(r)->gen_current);
+	sb(r)->gen_current = g;
+	vol_md_write(r->v);
+	send_small(c, b, repl_enc_gen(b, REPL_SET_GEN, g, GEN_EMPTY));
+}
+
 static void fill_state(struct repl *r, struct repl_state *s)
 {
 	const struct md_sb *m = sb(r);
@@ -1185,16 +1202,7 @@ static void handshake_decide(struct rconn *c)
 		if (r->v->disk == VOL_OUTDATED)
 			vol_set_disk(r->v, VOL_UPTODATE);
 		set_rs(r, RR_ESTABLISHED);
-		/* A pair created empty leaves the shared "empty" generation at the
-		 * first chance, so that a replaced empty disk is told apart. */
-		if (r->v->role == VOL_PRIMARY && sb(r)->gen_current == GEN_EMPTY) {
-			uint8_t b[64];
-			uint64_t g = new_gen();
-			gen_push_history(sb(r)->gen_history, sb(r)->gen_current);
-			sb(r)->gen_current = g;
-			vol_md_write(r->v);
-			send_small(c, b, repl_enc_gen(b, REPL_SET_GEN, g, GEN_EMPTY));
-		}
+		gen_rotate(r, c);
 		break;
 	case GEN_SOURCE:
 		if (d.full)
@@ -1983,14 +1991,9 @@ int repl_promote(struct repl *r, bool force, char *msg, size_t len)
 	v->role = VOL_PRIMARY;
 	v->demoting = false;
 	v->md->sb.flags |= TANDEM_MD_F_PRIMARY;
-	if (peer_ready(r) && sb(r)->gen_current == GEN_EMPTY) {
-		uint8_t b[64];
-		uint64_t g = new_gen();
-		gen_push_history(sb(r)->gen_history, sb(r)->gen_current);
-		sb(r)->gen_current = g;
-		send_small(r->conn, b, repl_enc_gen(b, REPL_SET_GEN, g, GEN_EMPTY));
-	}
 	vol_md_write(v);
+	if (peer_ready(r))
+		gen_rotate(r, r->conn);
 	log_info("volume %s: role secondary -> primary", v->name);
 	vol_event(v, "role", "secondary", "primary", NULL);
 	if (r->conn && r->conn->stage == ST_RUN)
@@ -2128,6 +2131,15 @@ void repl_get_status(const struct repl *r, struct repl_status *st)
 
 /* ---- the listener ---- */
 
+static bool proto_ok(struct rconn *c, const struct repl_hello *h)
+{
+	if (h->proto_max >= REPL_PROTO_MIN && h->proto_min <= REPL_PROTO_MAX)
+		return true;
+	conn_refuse(c, "protocol versions %u-%u not supported (this node: %u-%u)", h->proto_min,
+		    h->proto_max, REPL_PROTO_MIN, REPL_PROTO_MAX);
+	return false;
+}
+
 static int on_hello(struct rconn *c, const struct repl_hello *h)
 {
 	if (c->dialer) {
@@ -2140,11 +2152,8 @@ static int on_hello(struct rconn *c, const struct repl_hello *h)
 				    peer_name(r), r->cfg->cluster);
 			return -1;
 		}
-		if (h->proto_max < REPL_PROTO_MIN || h->proto_min > REPL_PROTO_MAX) {
-			conn_refuse(c, "protocol versions %u-%u not supported (this node: %u-%u)",
-				    h->proto_min, h->proto_max, REPL_PROTO_MIN, REPL_PROTO_MAX);
+		if (!proto_ok(c, h))
 			return -1;
-		}
 		memcpy(c->nonce_peer, h->nonce, REPL_NONCE_LEN);
 		c->stage = ST_AUTH;
 		return 0;
@@ -2171,11 +2180,8 @@ static int on_hello(struct rconn *c, const struct repl_hello *h)
 			conn_refuse(c, "node '%s' is not the peer of volume %s", h->node, h->volume);
 			return -1;
 		}
-		if (h->proto_max < REPL_PROTO_MIN || h->proto_min > REPL_PROTO_MAX) {
-			conn_refuse(c, "protocol versions %u-%u not supported (this node: %u-%u)",
-				    h->proto_min, h->proto_max, REPL_PROTO_MIN, REPL_PROTO_MAX);
+		if (!proto_ok(c, h))
 			return -1;
-		}
 		if (r->admin_down || r->shutting_down) {
 			conn_refuse(c, "volume %s is disconnected on %s by its administrator",
 				    h->volume, s->cfg->nodes[s->self].name);

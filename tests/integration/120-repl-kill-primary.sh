@@ -37,41 +37,14 @@ FREEZE=0.3                   # s b is frozen before a is killed (<< PEER_TIMEOUT
 #     is HOST:PORT of an NBD server whose export is read as well.
 # Pattern of the block at offset o: sha256("tandem-120:<o>") repeated.
 cat >"$T/nbdw.py" <<'EOF'
-import glob, hashlib, socket, struct, sys, threading, time
+import glob, hashlib, os, socket, struct, sys, threading, time
 
 def pattern(off, bs):
     d = hashlib.sha256(b"tandem-120:%d" % off).digest()
     return d * (bs // len(d))
 
-def recvall(s, n):
-    b = bytearray()
-    while len(b) < n:
-        x = s.recv(n - len(b))
-        if not x:
-            raise ConnectionError("connection closed by the server")
-        b += x
-    return bytes(b)
-
-def connect(host, port, name=b"vol0"):
-    s = socket.create_connection((host, port), timeout=60)
-    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    magic, opt, hflags = struct.unpack(">QQH", recvall(s, 18))
-    assert magic == 0x4e42444d41474943 and opt == 0x49484156454f5054, "not an NBD server"
-    s.sendall(struct.pack(">I", 3))                  # FIXED_NEWSTYLE | NO_ZEROES
-    data = struct.pack(">I", len(name)) + name + struct.pack(">HH", 1, 3)  # want BLOCK_SIZE
-    s.sendall(struct.pack(">QII", 0x49484156454f5054, 7, len(data)) + data)  # OPT_GO
-    size = None
-    while True:
-        rmagic, ropt, rtype, rlen = struct.unpack(">QIII", recvall(s, 20))
-        body = recvall(s, rlen)
-        assert rmagic == 0x3e889045565a9, "bad option reply magic"
-        if rtype == 1:                               # ACK
-            break
-        if rtype & 0x80000000:
-            raise ConnectionError("NBD_OPT_GO refused: type %x %r" % (rtype, body[4:]))
-        if rtype == 3 and struct.unpack(">H", body[:2])[0] == 0:
-            size = struct.unpack(">Q", body[2:10])[0]
-    return s, size
+sys.path.insert(0, os.environ["TANDEM_TOOLS"])
+from nbdclient import connect, recvall  # noqa: E402
 
 handle = [0]
 def request(s, cmd, off, length, data=b""):

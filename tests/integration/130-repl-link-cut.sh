@@ -50,38 +50,15 @@ def pattern(off, gen, bs):
     d = hashlib.sha256(b"tandem-130:%d:%d" % (off, gen)).digest()
     return d * (bs // len(d))
 
-def recvall(s, n):
-    b = bytearray()
-    while len(b) < n:
-        x = s.recv(n - len(b))
-        if not x:
-            raise ConnectionError("connection closed by the server")
-        b += x
-    return bytes(b)
-
-def connect(host, port, name=b"vol0"):
-    s = socket.create_connection((host, port), timeout=120)
-    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    magic, opt, hflags = struct.unpack(">QQH", recvall(s, 18))
-    assert magic == 0x4e42444d41474943 and opt == 0x49484156454f5054, "not an NBD server"
-    s.sendall(struct.pack(">I", 3))                  # FIXED_NEWSTYLE | NO_ZEROES
-    data = struct.pack(">I", len(name)) + name + struct.pack(">HH", 1, 3)  # want BLOCK_SIZE
-    s.sendall(struct.pack(">QII", 0x49484156454f5054, 7, len(data)) + data)  # OPT_GO
-    while True:
-        rmagic, ropt, rtype, rlen = struct.unpack(">QIII", recvall(s, 20))
-        body = recvall(s, rlen)
-        assert rmagic == 0x3e889045565a9, "bad option reply magic"
-        if rtype == 1:                               # ACK
-            return s
-        if rtype & 0x80000000:
-            raise ConnectionError("NBD_OPT_GO refused: type %x %r" % (rtype, body[4:]))
+sys.path.insert(0, os.environ["TANDEM_TOOLS"])
+from nbdclient import connect, recvall  # noqa: E402
 
 def hdr(cmd, h, off, length):
     return struct.pack(">IHHQQI", 0x25609513, 0, cmd, h, off, length)
 
 def worker(host, port, logp, w, nw, qd, first, bs, nblocks, stopfile, res):
     try:
-        s = connect(host, port)
+        s, _ = connect(host, port)
     except Exception as e:
         res[w] = "connect: %s" % e
         return
@@ -171,7 +148,7 @@ def main():
     conn = None
     if spec != "-":
         host, port = spec.rsplit(":", 1)
-        conn = connect(host, int(port))
+        conn, _ = connect(host, int(port))
     bad = {}
     for h, off in enumerate(sorted(last), 1):
         want = pattern(off, last[off], bs)

@@ -8,6 +8,8 @@
 # when PROXY=1 (a dials b: the node whose name sorts first dials), so a test
 # can cut, blackhole and restore the link.
 
+# Python helpers of the tests (tests/tools/nbdclient.py) for scripts written to $T.
+export TANDEM_TOOLS=$_root/tests/tools
 declare -A NPID=()   # node name -> pid
 declare -A NBDP=()   # node name -> NBD port
 declare -A REPP=()   # node name -> replication port
