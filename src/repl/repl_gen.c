@@ -113,7 +113,7 @@ static struct gen_decision decide(const struct gen_view *me, const struct gen_vi
 		d.verdict = i_src ? GEN_SOURCE : GEN_TARGET;
 		return d;
 	}
-	if (me->bitmap > GEN_EMPTY && me->bitmap == peer->bitmap) {
+	if (me->bitmap != GEN_NONE && me->bitmap == peer->bitmap) {
 		d.verdict = GEN_SPLIT_BRAIN;
 		return d;
 	}
