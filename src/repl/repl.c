@@ -1111,6 +1111,7 @@ static void fill_view(const struct repl_state *s, bool primary, struct gen_view 
 	g->crashed_primary = s->flags & REPL_ST_CRASHED_PRIMARY;
 	g->has_bits = s->oos_bits != 0;
 	g->inconsistent = !(s->flags & REPL_ST_CONSISTENT);
+	g->outdated = !g->inconsistent && !(s->flags & REPL_ST_UPTODATE);
 }
 
 /* Both STATEs and both bitmaps are known: decide what this connection is. */

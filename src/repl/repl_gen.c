@@ -108,6 +108,8 @@ static struct gen_decision decide(const struct gen_view *me, const struct gen_vi
 			i_src = me->primary;
 		else if (me->crashed_primary != peer->crashed_primary)
 			i_src = me->crashed_primary;
+		else if (me->outdated != peer->outdated)
+			i_src = !me->outdated;
 		else
 			i_src = me_first;
 		d.verdict = i_src ? GEN_SOURCE : GEN_TARGET;

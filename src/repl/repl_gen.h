@@ -31,6 +31,7 @@ struct gen_view {
 	bool primary;         /* primary now */
 	bool crashed_primary; /* was primary when it last stopped without a clean shutdown */
 	bool has_bits;        /* its change bitmap has bits set */
+	bool outdated;        /* consistent, but it lost its primary: may lack writes */
 	bool inconsistent;    /* its data is not a consistent image (an interrupted
 			       * sync target, a failed disk): never a source */
 };

@@ -344,6 +344,7 @@ static void random_view(uint64_t *s, struct gen_view *v)
 	v->crashed_primary = rng_next(s) % 2;
 	v->has_bits = rng_next(s) % 2;
 	v->inconsistent = rng_next(s) % 4 == 0;
+	v->outdated = !v->inconsistent && rng_next(s) % 3 == 0;
 }
 
 static void print_view(const char *tag, const struct gen_view *v)
@@ -394,6 +395,19 @@ static void test_symmetry_property(void **state)
 /* The property test finds two families of asymmetric pairs: a side without
  * data facing one created empty (test_no_data_vs_created_empty), and this
  * one, kept as a named case so that a fix shows up here first. */
+/* Same generation, bits set, neither primary nor crashed: the side that kept
+ * up (uptodate) is the source rather than the one that lost its primary. */
+static void test_equal_uptodate_over_outdated(void **state)
+{
+	struct gen_view a = view(G_A, 0), b = view(G_A, 0);
+	(void)state;
+
+	a.has_bits = true;
+	a.outdated = true;
+	assert_int_equal(gen_decide(&a, &b, true).verdict, GEN_TARGET);
+	assert_int_equal(gen_decide(&b, &a, false).verdict, GEN_SOURCE);
+}
+
 /* An inconsistent side (an interrupted sync target) is never the source. */
 static void test_inconsistent_never_source(void **state)
 {
@@ -463,6 +477,7 @@ int main(void)
 		cmocka_unit_test(test_symmetry_property),
 		cmocka_unit_test(test_symmetry_crossed_bitmaps),
 		cmocka_unit_test(test_inconsistent_never_source),
+		cmocka_unit_test(test_equal_uptodate_over_outdated),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
