@@ -200,19 +200,27 @@ kill_node()
 	kill -KILL "$NODE_PID"
 	wait "$NODE_PID" 2>/dev/null || true
 	_forget_node
-	python3 - "$NBD_PORT" "$T/a.sock" <<'EOF' || fail "the killed node's sockets were not released within 10 s"
+	wait_released "$T/a.sock" "$NBD_PORT"
+}
+
+# wait_released SOCKET PORT...: until the control socket no longer answers
+# and every TCP port can be bound again (10 s at most), after a SIGKILL.
+wait_released()
+{
+	python3 - "$@" <<'EOF' || fail "the killed node's sockets were not released within 10 s"
 import socket, sys, time
-port, path = int(sys.argv[1]), sys.argv[2]
+path, ports = sys.argv[1], [int(p) for p in sys.argv[2:]]
 def released():
-    s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        s.bind(("127.0.0.1", port))
-        s.listen()
-    except OSError:
-        return False
-    finally:
-        s.close()
+    for port in ports:
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+            s.listen()
+        except OSError:
+            return False
+        finally:
+            s.close()
     u = socket.socket(socket.AF_UNIX)
     try:
         u.connect(path)

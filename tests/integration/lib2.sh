@@ -124,32 +124,7 @@ crash()
 	wait "$pid" 2>/dev/null || true
 	_forget "$pid"
 	NPID[$n]=""
-	python3 - "${NBDP[$n]}" "${REPP[$n]}" "$T/$n.sock" <<'EOF' || fail "the killed node's sockets were not released"
-import socket, sys, time
-ports, path = [int(sys.argv[1]), int(sys.argv[2])], sys.argv[3]
-def free():
-    for p in ports:
-        s = socket.socket()
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", p)); s.listen()
-        except OSError:
-            return False
-        finally:
-            s.close()
-    u = socket.socket(socket.AF_UNIX)
-    try:
-        u.connect(path); return False
-    except OSError:
-        return True
-    finally:
-        u.close()
-end = time.time() + 10
-while not free():
-    if time.time() > end:
-        sys.exit(1)
-    time.sleep(0.01)
-EOF
+	wait_released "$T/$n.sock" "${NBDP[$n]}" "${REPP[$n]}"
 }
 
 # jfield NODE EXPR: evaluates a python expression on the status JSON of vol0
