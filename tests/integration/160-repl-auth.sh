@@ -24,24 +24,6 @@ SIZE=$((32 * M))
 
 # ---- helpers (local to this test) ----
 
-# put NODE OFF LEN: LEN random bytes at byte offset OFF through NBD on NODE,
-# one 1 MiB request each, then a flush; $T/expect.img gets them too.
-put()
-{
-	local n=$1 off=$2 len=$3 k cmds=()
-	for ((k = 0; k < len / M; k++)); do
-		head -c "$M" /dev/urandom >"$T/chunk$k"
-		cmds+=(-c "write -s $T/chunk$k $((off + k * M)) $M")
-	done
-	qemu-io -f raw "$(uri "$n")" "${cmds[@]}" -c flush >"$T/qio.out" 2>&1 ||
-		{ cat "$T/qio.out" >&2; fail "qemu-io: write $len at $off on $n failed"; }
-	[ "$(grep -c "^wrote $M/$M bytes at offset" "$T/qio.out")" -eq $((len / M)) ] ||
-		{ cat "$T/qio.out" >&2; fail "qemu-io: write $len at $off on $n not acknowledged"; }
-	for ((k = 0; k < len / M; k++)); do
-		dd if="$T/chunk$k" of="$T/expect.img" bs=1M seek=$((off / M + k)) conv=notrunc status=none
-	done
-}
-
 check()
 {
 	rm -f "$T/read.img"
@@ -121,8 +103,8 @@ start b "$T/c-wrong.ini"
 never_connected 5 "wrong secret"
 refused_by 'authenticat' 'authenticat' "wrong secret"
 HB=$(h b)
-put a 0 $((4 * M))
-put a $((20 * M)) $((2 * M))
+put a 0 $((4 * M)) "$T/expect.img"
+put a $((20 * M)) $((2 * M)) "$T/expect.img"
 check a "writes on a while b has the wrong secret"
 never_connected 3 "wrong secret, after writes on a"
 [ "$(h b)" = "$HB" ] || fail "b's data area changed although b was never authenticated"
@@ -147,7 +129,7 @@ never_connected 5 "foreign cluster"
 HB=$(h bf)
 # The refusal names the foreign cluster: for a that is b's, for b a's.
 refused_by 'it-foreign-9d2c' 'it-home-5e1b' "foreign cluster"
-put a $((8 * M)) $((2 * M))
+put a $((8 * M)) $((2 * M)) "$T/expect.img"
 never_connected 2 "foreign cluster, after writes on a"
 [ "$(h bf)" = "$HB" ] || fail "b's data area changed although b is in another cluster"
 

@@ -187,6 +187,28 @@ print("replicas identical: %d bytes" % off, file=sys.stderr)
 EOF
 }
 
+# put NODE OFF LEN EXPECT...: LEN random bytes at byte offset OFF through NBD
+# on NODE, one 1 MiB request each (M=1 MiB), then a flush; every EXPECT file (an image
+# of what some node must hold) gets them too. OFF and LEN: multiples of 1 MiB.
+put()
+{
+	local n=$1 off=$2 len=$3 k cmds=() e M=$((1 << 20))
+	shift 3
+	for ((k = 0; k < len / M; k++)); do
+		head -c "$M" /dev/urandom >"$T/chunk$k"
+		cmds+=(-c "write -s $T/chunk$k $((off + k * M)) $M")
+	done
+	qemu-io -f raw "$(uri "$n")" "${cmds[@]}" -c flush >"$T/qio.out" 2>&1 ||
+		{ cat "$T/qio.out" >&2; fail "qemu-io: write $len at $off on $n failed"; }
+	[ "$(grep -c "^wrote $M/$M bytes at offset" "$T/qio.out")" -eq $((len / M)) ] ||
+		{ cat "$T/qio.out" >&2; fail "qemu-io: write $len at $off on $n not acknowledged"; }
+	for e in "$@"; do
+		for ((k = 0; k < len / M; k++)); do
+			dd if="$T/chunk$k" of="$e" bs=1M seek=$((off / M + k)) conv=notrunc status=none
+		done
+	done
+}
+
 # The link proxy between a and b (PROXY=1 in write_config2).
 proxy_start()
 {
