@@ -43,8 +43,9 @@
 #define REPL_MAX_ACKS 512u            /* entries in one ACK message */
 #define REPL_MAX_ERROR 200u
 
-/* features (none yet; both sides send the bits they know, use the AND) */
-#define REPL_FEATURES_KNOWN 0ull
+/* features: both sides send the bits they know and use the AND */
+#define REPL_FEAT_RESYNC2 (1ull << 0) /* RS_ZERO, CSUM, RS_START, ACK_DIFFERS */
+#define REPL_FEATURES_KNOWN REPL_FEAT_RESYNC2
 
 enum repl_type {
 	REPL_HELLO = 1,
@@ -63,6 +64,9 @@ enum repl_type {
 	REPL_RS_DATA = 20,  /* resync: source's data of a region, payload follows */
 	REPL_RS_DONE = 21,  /* resync finished: the target adopts the source's generation */
 	REPL_SET_GEN = 22,  /* the primary starts a new data generation (both adopt it) */
+	REPL_RS_ZERO = 23,  /* resync: the region is all zero on the source (no payload) */
+	REPL_CSUM = 24,     /* digest of a region: the receiver compares it with its own */
+	REPL_RS_START = 25, /* a resync of the sender's marked regions starts (after verify) */
 	REPL_TYPE_MAX
 };
 
@@ -135,8 +139,18 @@ struct repl_flush {
 
 struct repl_ack_entry {
 	uint64_t seq;
-	int32_t res; /* 0 or -errno (Linux numbering) */
+	int32_t res; /* 0, -errno (Linux numbering), or REPL_ACK_DIFFERS for a CSUM */
 	uint32_t reserved;
+} __attribute__((packed));
+
+/* ACK result of a CSUM: the receiver's data differs (0: same). */
+#define REPL_ACK_DIFFERS 1
+
+/* CSUM: SHA-256 of the len bytes at off. flags zero. */
+#define REPL_DIGEST_LEN 32u
+struct repl_csum {
+	struct repl_io io;
+	uint8_t digest[REPL_DIGEST_LEN];
 } __attribute__((packed));
 
 /* ACK: count entries follow. */
@@ -161,5 +175,6 @@ _Static_assert(sizeof(struct repl_hello) == 280, "hello");
 _Static_assert(sizeof(struct repl_state) == 80, "state");
 _Static_assert(sizeof(struct repl_io) == 24, "io");
 _Static_assert(sizeof(struct repl_ack_entry) == 16, "ack entry");
+_Static_assert(sizeof(struct repl_csum) == 56, "csum");
 
 #endif

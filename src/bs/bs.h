@@ -23,6 +23,7 @@ enum bs_op {
 #define BS_F_MAY_TRIM (1u << 1) /* ZERO: may deallocate */
 #define BS_F_FAST (1u << 2)    /* ZERO: fail with -ENOTSUP rather than write zeros slowly */
 #define BS_F_NOSYNC (1u << 3)  /* never complete at once (long internal chains) */
+#define BS_F_BULK (1u << 4)    /* READ/WRITE: background (resync): lowest I/O priority */
 
 /* One request. The submitter owns it until cb runs; cb runs from the event
  * loop, never from inside submit. */

@@ -18,6 +18,9 @@
 #include "../common/util.h"
 
 #define SYNC_MAX (256u * 1024) /* largest request the fast path copies inline */
+/* Background I/O: best-effort class, lowest level (IOPRIO_PRIO_VALUE(2, 7));
+ * a hint that schedulers honouring I/O priorities use, ignored by others. */
+#define BULK_IOPRIO ((2u << 13) | 7u)
 
 struct bs_file {
 	struct bs bs;
@@ -90,11 +93,15 @@ static void file_issue(struct bs_file *f, struct bs_io *io)
 		 * on another core while the loop sends the previous replies. */
 		if (!f->bs.direct && left >= SYNC_MAX)
 			sqe->flags |= IOSQE_ASYNC;
+		if (io->flags & BS_F_BULK)
+			sqe->ioprio = BULK_IOPRIO;
 		break;
 	case BS_WRITE:
 		io_uring_prep_write(sqe, f->fd, (char *)io->buf + io->done, (unsigned)left, off);
 		if (io->flags & BS_F_FUA)
 			sqe->rw_flags = RWF_DSYNC;
+		if (io->flags & BS_F_BULK)
+			sqe->ioprio = BULK_IOPRIO;
 		break;
 	case BS_FLUSH:
 		io_uring_prep_fsync(sqe, f->fd, IORING_FSYNC_DATASYNC);

@@ -238,7 +238,8 @@ static const char *const node_keys[] = { "replication", "iscsi", "nbd", "control
 					 "data-dir", "metrics", "busy-poll",
 					 "replication-advertise", NULL };
 static const char *const volume_keys[] = { "size", "nodes", "replication", "async-backlog",
-					   "resync-rate", "cache", "bitmap-granularity", NULL };
+					   "resync-rate", "cache", "bitmap-granularity",
+					   "resync-checksum", NULL };
 
 static int key_index(const char *const *keys, const char *key)
 {
@@ -460,6 +461,17 @@ static int handle_volume(struct parse *p, const char *key, const char *val)
 		if (v->bitmap_granularity < 4096 || v->bitmap_granularity > (64u << 20) ||
 		    (v->bitmap_granularity & (v->bitmap_granularity - 1))) {
 			fail(p, p->line, key, "bitmap-granularity must be a power of two from 4K to 64M");
+			return -1;
+		}
+		return 0;
+	}
+	if (strcmp(key, "resync-checksum") == 0) {
+		if (strcmp(val, "yes") == 0)
+			v->resync_checksum = true;
+		else if (strcmp(val, "no") == 0)
+			v->resync_checksum = false;
+		else {
+			fail(p, p->line, key, "'%s' is neither yes nor no", val);
 			return -1;
 		}
 		return 0;

@@ -5,6 +5,7 @@
 #define TANDEM_CONFIG_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #define CFG_NAME_MAX 64 /* buffer size */
@@ -50,6 +51,7 @@ struct cfg_volume {
 	enum cfg_repl replication;
 	uint64_t async_backlog;
 	uint64_t resync_rate; /* bytes/s; 0 = auto */
+	bool resync_checksum; /* resync compares digests before sending data */
 	enum cfg_cache cache;
 	uint64_t bitmap_granularity; /* bytes of data per change-bitmap bit */
 	char disk[CFG_MAX_NODES][CFG_PATH_MAX]; /* per cfg.nodes index; "" = data-dir file */

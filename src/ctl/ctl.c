@@ -151,14 +151,25 @@ size_t ctl_status_json(const struct ctl_info *info, const char *only, char *out,
 			    "\"sync_percent\":%.1f,\"resync_bytes_per_sec\":%llu,"
 			    "\"backlog_bytes\":0,\"lag_seconds\":0.0,\"split_brain\":%s,"
 			    "\"error\":\"%s\",\"generation\":\"%016llx\","
-			    "\"bitmap_generation\":\"%016llx\"}",
+			    "\"bitmap_generation\":\"%016llx\","
+			    "\"resync_window_bytes\":%llu,\"resync_request_bytes\":%llu,"
+			    "\"resync_sent_bytes\":%llu,\"resync_zero_bytes\":%llu,"
+			    "\"resync_same_bytes\":%llu,\"verify\":{\"state\":\"%s\","
+			    "\"percent\":%.1f,\"mismatch_ranges\":%llu,\"mismatch_bytes\":%llu}}",
 			    b, repl_conn_name(st.conn), repl_rep_name(st.rep),
 			    st.peer_disk < 0 ? "unknown" : vol_disk_name((enum vol_disk)st.peer_disk),
 			    st.peer_role < 0 ? "unknown" : vol_role_name((enum vol_role)st.peer_role),
 			    (unsigned long long)st.out_of_sync_bytes, pct(st.sync_percent),
 			    (unsigned long long)st.resync_bytes_per_sec,
 			    st.split_brain ? "true" : "false", e,
-			    (unsigned long long)st.gen_current, (unsigned long long)st.gen_bitmap);
+			    (unsigned long long)st.gen_current, (unsigned long long)st.gen_bitmap,
+			    (unsigned long long)st.resync_window_bytes,
+			    (unsigned long long)st.resync_request_bytes,
+			    (unsigned long long)st.resync_sent_bytes,
+			    (unsigned long long)st.resync_zero_bytes,
+			    (unsigned long long)st.resync_same_bytes, st.verify,
+			    pct(st.verify_percent), (unsigned long long)st.verify_mismatch_ranges,
+			    (unsigned long long)st.verify_mismatch_bytes);
 		}
 		PUT("]}");
 		first = false;
@@ -286,7 +297,7 @@ static void run_command(struct ctl_conn *c, int argc, char **argv)
 	} else if ((strcmp(cmd, "primary") == 0 && (argc == 2 || (argc == 3 &&
 		    strcmp(argv[2], "--force") == 0))) ||
 		   (argc == 2 && (strcmp(cmd, "secondary") == 0 || strcmp(cmd, "connect") == 0 ||
-				  strcmp(cmd, "disconnect") == 0 ||
+				  strcmp(cmd, "disconnect") == 0 || strcmp(cmd, "verify") == 0 ||
 				  strcmp(cmd, "invalidate") == 0))) {
 		struct vol *v = find(s, argv[1]);
 		char msg[256] = "";
@@ -308,6 +319,8 @@ static void run_command(struct ctl_conn *c, int argc, char **argv)
 			r = repl_connect(v->repl, msg, sizeof(msg));
 		else if (cmd[0] == 'd')
 			r = repl_disconnect(v->repl, msg, sizeof(msg));
+		else if (cmd[0] == 'v')
+			r = repl_verify(v->repl, msg, sizeof(msg));
 		else
 			r = repl_invalidate(v->repl, msg, sizeof(msg));
 		if (r == 0)
@@ -321,8 +334,6 @@ static void run_command(struct ctl_conn *c, int argc, char **argv)
 	} else if (strcmp(cmd, "events") == 0 && argc == 1) {
 		out_add(c, "ok\n");
 		c->subscriber = true;
-	} else if (strcmp(cmd, "verify") == 0) {
-		out_add(c, "error '%s' is not available in this version of tandemd\n", cmd);
 	} else {
 		out_add(c, "error unknown command or wrong arguments: '%s'\n", cmd);
 	}

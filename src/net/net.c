@@ -141,15 +141,27 @@ void net_listener_close(struct net_listener *l)
 
 /* ---- connections ---- */
 
+/* Background output joins the queue once the foreground output is out. */
+static void promote_bulk(struct net_conn *c)
+{
+	if (!c->bulk_head)
+		return;
+	*c->txq_tail = c->bulk_head;
+	c->txq_tail = c->bulk_tail;
+	c->bulk_head = NULL;
+	c->bulk_tail = &c->bulk_head;
+}
+
 static void conn_maybe_closed(struct net_conn *c)
 {
 	/* Closed once nothing is in flight and queued output is sent or unsendable. */
 	if (c->closing && !c->rx_armed && !c->tx_armed && !c->closed &&
-	    (!c->txq_head || c->eof)) {
+	    ((!c->txq_head && !c->bulk_head) || c->eof)) {
 		struct net_tx *tx;
 		c->closed = true;
 		ev_timer_cancel(c->ev, &c->close_timer);
 		/* Output that can no longer be sent is released with an error. */
+		promote_bulk(c);
 		while ((tx = c->txq_head)) {
 			c->txq_head = tx->next;
 			tx->done(tx, -ECONNRESET);
@@ -276,12 +288,12 @@ static void tx_advance(struct net_conn *c, size_t left)
 
 static void tx_after(struct net_conn *c)
 {
-	if (c->closing && !c->txq_head) {
+	if (c->closing && !c->txq_head && !c->bulk_head) {
 		shutdown(c->fd, SHUT_RDWR);
 		conn_maybe_closed(c);
 		return;
 	}
-	if (c->txq_head)
+	if (c->txq_head || c->bulk_head)
 		ev_defer(c->ev, &c->flush);
 }
 
@@ -322,6 +334,8 @@ static void tx_flush(struct ev_deferred *d)
 	struct io_uring_sqe *sqe;
 	ssize_t k;
 
+	if (!c->txq_head)
+		promote_bulk(c);
 	if (c->tx_armed || !c->txq_head || c->closed)
 		return;
 	tx_gather(c);
@@ -364,6 +378,7 @@ int net_conn_init(struct net_conn *c, struct ev_loop *ev, int fd, size_t rxbuf,
 	c->flush.fn = tx_flush;
 	c->close_timer.fn = close_timeout;
 	c->txq_tail = &c->txq_head;
+	c->bulk_tail = &c->bulk_head;
 	c->rx_cap = rxbuf;
 	c->rxbuf = malloc(rxbuf);
 	c->tx_iov_cap = 256;
@@ -432,6 +447,18 @@ void net_send(struct net_conn *c, struct net_tx *tx)
 	ev_defer(c->ev, &c->flush);
 }
 
+void net_send_bulk(struct net_conn *c, struct net_tx *tx)
+{
+	if (c->closed) {
+		tx->done(tx, -ECONNRESET);
+		return;
+	}
+	tx->next = NULL;
+	*c->bulk_tail = tx;
+	c->bulk_tail = &tx->next;
+	ev_defer(c->ev, &c->flush);
+}
+
 void net_close(struct net_conn *c)
 {
 	if (c->closing)
@@ -439,6 +466,7 @@ void net_close(struct net_conn *c)
 	c->closing = true;
 	/* Queued output (an error reply, say) still goes out unless the peer is
 	 * gone, within a grace period. */
+	promote_bulk(c);
 	if (!c->txq_head || c->eof) {
 		shutdown(c->fd, SHUT_RDWR);
 	} else {

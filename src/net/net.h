@@ -68,6 +68,7 @@ struct net_conn {
 	size_t direct_len, direct_done;
 	void (*direct_cb)(struct net_conn *c, int err);
 	struct net_tx *txq_head, **txq_tail;
+	struct net_tx *bulk_head, **bulk_tail; /* net_send_bulk: after txq */
 	struct net_tx *tx_inflight_head; /* items covered by the sendmsg in flight */
 	struct msghdr tx_msg;
 	struct iovec *tx_iov;
@@ -97,6 +98,9 @@ void net_rx_pause(struct net_conn *c);
 void net_rx_resume(struct net_conn *c);
 /* Queue output; it is written before the loop next sleeps. */
 void net_send(struct net_conn *c, struct net_tx *tx);
+/* Queue background output (resync): it goes to the socket only when no
+ * net_send output is waiting, so later foreground output overtakes it. */
+void net_send_bulk(struct net_conn *c, struct net_tx *tx);
 /* Send then close: the queued output is flushed first (for at most
  * NET_CLOSE_GRACE_NS; a peer that does not read is then cut off). */
 #define NET_CLOSE_GRACE_NS (10ull * 1000000000ull)

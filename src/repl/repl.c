@@ -29,11 +29,14 @@
 #include "bitmap.h"
 #include "repl_codec.h"
 #include "repl_gen.h"
+#include "rsctl.h"
 
 #define RX_BUF (64u * 1024u)
 #define NSLOTS 65536u           /* peer requests awaiting an ack, by seq */
-#define RS_MAX_REQ (1u << 20)   /* largest resync request */
-#define RS_WINDOW (4u << 20)    /* resync bytes in flight */
+#define RS_MAX_RUN (1u << 20)   /* most bytes of consecutive marked regions in one run */
+#define RS_MIN_PIECE (16u << 10) /* smallest resync request (the controller's floor) */
+#define RS_MAX_PIECE (1u << 20)  /* largest resync request */
+#define VFY_CHUNK (256u << 10)   /* verify compares digests of this much (or a region) */
 #define APPLY_MAX_BYTES (64u << 20) /* secondary: stop reading beyond this */
 #define RETRY_MIN_MS 200u
 #define RETRY_MAX_MS 2000u
@@ -55,20 +58,45 @@ struct rapply {
 	struct rconn *c;
 	uint64_t seq;
 	uint16_t type;
+	uint8_t digest[REPL_DIGEST_LEN]; /* CSUM: the sender's */
 	struct list link;
 };
+
+/* Consecutive out-of-sync regions being copied, in pieces. Its bits are
+ * cleared once every piece arrived, unless something spoiled it (bad): a
+ * piece failed or went stale, or a foreground write touched the run. */
+struct rsrun {
+	uint64_t off, len, next; /* bytes; next: first byte not yet issued */
+	unsigned pending;        /* pieces in flight */
+	bool bad;
+	struct list link;        /* repl.rs_runs */
+};
+
+/* A resync piece (run != NULL) or a verify request (run == NULL).
+ * Phases: READ (local read) -> CSUM (digest sent, verdict awaited) and/or
+ * DATA (RS_DATA or RS_ZERO sent, ack awaited). */
+enum rq_phase { RQ_READ = 0, RQ_CSUM, RQ_DATA };
 
 struct rsreq {
 	struct vol_io io;
 	struct repl *r;
-	struct list link;
+	struct rsrun *run;
+	uint8_t phase;
+	bool zero;      /* all zero at the source: RS_ZERO, no payload */
+	int ares;       /* the peer's answer */
+	uint64_t sent_ns, acked_ns;
+	uint8_t digest[REPL_DIGEST_LEN];
+	struct list link; /* repl.rs_inflight */
 };
+
+enum vfy_state { VFY_NONE = 0, VFY_RUNNING, VFY_DONE, VFY_ABORTED };
 
 struct rconn {
 	struct net_conn net;
 	struct repl *r;           /* bound volume; NULL until HELLO on the accepting side */
 	struct repl_server *srv;  /* accepting side */
 	bool dialer;
+	uint64_t features; /* both sides know these */
 	enum stage stage;
 	bool got_auth, sent_bm, got_bm_end, aborted, net_closed, in_srv, checked_decision;
 	enum repl_rep_state decided; /* what this side's handshake decided */
@@ -121,10 +149,22 @@ struct repl {
 	uint64_t next_seq;
 	struct vol_io **slots;
 	struct list inflight, waiting;
-	/* resync */
-	struct list rs_inflight;
+	/* resync (and verify: the same pump, window and requests) */
+	struct list rs_inflight;      /* rsreq */
+	struct list rs_runs;          /* rsrun */
+	struct rsrun *rs_run;         /* pieces are being taken from this one */
 	unsigned rs_flushing; /* RS_DONE flushes in flight */
 	uint64_t rs_bytes, rs_cursor, rs_total, rs_done_bytes;
+	uint64_t rs_sent_bytes, rs_zero_bytes, rs_same_bytes; /* this connection */
+	struct rsctl ctl;
+	struct ev_timer ctl_timer;
+	bool ctl_armed, csum;
+	uint64_t features;            /* negotiated with the peer of this connection */
+	/* verify */
+	enum vfy_state vfy;
+	uint64_t vfy_cursor, vfy_done, vfy_ranges, vfy_bytes, vfy_t0, vfy_t1;
+	uint64_t *vfy_redo;           /* offsets to compare again */
+	unsigned vfy_nredo, vfy_redo_cap;
 	uint64_t rate_t0, rate_b0, rate_bps;
 	uint64_t rs_cap;              /* resync-rate: bytes/s, 0 = auto */
 	double rs_tokens;             /* token bucket for rs_cap */
@@ -575,9 +615,13 @@ static void fg_finish(struct repl *r, struct vol_io *io)
 		bm_clear_oos(r->bm, io->off, io->len);
 	else if (io->rep.peer_ok && io->rep.lres != 0 && io->type != BS_FLUSH)
 		bm_set_oos(r->bm, io->off, io->len);
+	/* The controller's signal: what a replicated request took end to end. */
+	if (io->rep.peer_ok && r->ctl_armed)
+		rsctl_fg_done(&r->ctl, ev_now(r->ev) - io->rep.t0,
+			      io->type == BS_WRITE ? io->len : 0);
 	vol_complete(io, io->rep.lres);
 	fg_unblock(r);
-	if (r->rs == RR_SYNCSOURCE)
+	if (r->rs == RR_SYNCSOURCE || r->vfy == VFY_RUNNING)
 		ev_defer(r->ev, &r->rs_kick);
 }
 
@@ -686,11 +730,17 @@ static void fg_start(struct repl *r, struct vol_io *io)
 	struct list *pos, *tmp;
 
 	list_add_tail(&r->inflight, &io->rep.link);
-	/* R4: resync reads of this region not yet sent are now stale. */
+	/* R4: resync and verify reads of this region whose data is not yet
+	 * sent are now stale; a run it touches clears no bits. */
 	list_for_each_safe(pos, tmp, &r->rs_inflight) {
 		struct rsreq *q = container_of(pos, struct rsreq, link);
-		if (!q->io.rep.seq && overlap(q->io.off, q->io.len, io->off, io->len))
+		if (q->phase != RQ_DATA && overlap(q->io.off, q->io.len, io->off, io->len))
 			q->io.rep.stale = true;
+	}
+	list_for_each_safe(pos, tmp, &r->rs_runs) {
+		struct rsrun *run = container_of(pos, struct rsrun, link);
+		if (overlap(run->off, run->len, io->off, io->len))
+			run->bad = true;
 	}
 	io->rep.bmw.cb = fg_bm_done;
 	if (bm_intent(r->bm, io->off, io->len, &io->rep.bmw))
@@ -735,6 +785,7 @@ void repl_submit(struct repl *r, struct vol_io *io)
 {
 	memset(&io->rep, 0, sizeof(io->rep));
 	io->rep.kind = K_FG;
+	io->rep.t0 = ev_now(r->ev);
 	list_init(&io->rep.link);
 	if (io->type == BS_FLUSH) {
 		fg_go(r, io);
@@ -747,22 +798,102 @@ void repl_submit(struct repl *r, struct vol_io *io)
 	fg_start(r, io);
 }
 
-/* ---- resync: the source side ---- */
+/* ---- resync and verify: the source side ---- */
 
-static void rs_free(struct repl *r, struct rsreq *q)
+static void digest_of(const void *buf, size_t len, uint8_t out[REPL_DIGEST_LEN])
+{
+	unsigned n = REPL_DIGEST_LEN;
+	if (!EVP_Digest(buf, len, out, &n, EVP_sha256(), NULL))
+		memset(out, 0, REPL_DIGEST_LEN); /* never equal to a real digest by chance */
+}
+
+static bool all_zero(const uint8_t *p, size_t len)
+{
+	return len == 0 || (p[0] == 0 && memcmp(p, p + 1, len - 1) == 0);
+}
+
+/* The source holds nothing but zeros there (a hole or a zeroed extent). */
+static bool region_unmapped(struct repl *r, uint64_t off, uint64_t len)
+{
+	struct bs_extent ext[2];
+	unsigned n = 0;
+
+	if (vol_block_status(r->v, off, len, ext, 2, &n) || n == 0)
+		return false;
+	return ext[0].len >= len && (ext[0].flags & (BS_EXT_HOLE | BS_EXT_ZERO));
+}
+
+static void ctl_arm(struct repl *r)
+{
+	if (r->ctl_armed)
+		return;
+	r->ctl_armed = true;
+	rsctl_init(&r->ctl, MAX(RS_MIN_PIECE, r->v->min_block), RS_MAX_PIECE, ev_now(r->ev));
+	ev_timer_arm(r->ev, &r->ctl_timer, RSCTL_INTERVAL_NS);
+}
+
+static void ctl_tick(struct ev_timer *t)
+{
+	struct repl *r = container_of(t, struct repl, ctl_timer);
+
+	if (!(r->rs == RR_SYNCSOURCE || r->vfy == VFY_RUNNING) || !peer_ready(r)) {
+		r->ctl_armed = false;
+		return;
+	}
+	rsctl_interval(&r->ctl, ev_now(r->ev), r->rs_bytes);
+	ev_timer_arm(r->ev, &r->ctl_timer, RSCTL_INTERVAL_NS);
+	rs_pump(r);
+}
+
+/* A run is done when all its pieces are: its regions are in sync unless
+ * something spoiled it. */
+static void run_put(struct repl *r, struct rsrun *run)
+{
+	if (run->pending || run->next < run->off + run->len)
+		return;
+	if (r->rs_run == run)
+		r->rs_run = NULL;
+	list_del(&run->link);
+	if (!run->bad && r->rs == RR_SYNCSOURCE)
+		bm_clear_oos(r->bm, run->off, run->len);
+	free(run);
+}
+
+static void vfy_redo(struct repl *r, uint64_t off)
+{
+	if (r->vfy_nredo == r->vfy_redo_cap) {
+		unsigned cap = r->vfy_redo_cap ? r->vfy_redo_cap * 2 : 64;
+		uint64_t *n = realloc(r->vfy_redo, cap * sizeof(*n));
+		if (!n) {
+			log_warn("volume %s: verify: out of memory; offset %llu not compared",
+				 r->v->name, (unsigned long long)off);
+			return;
+		}
+		r->vfy_redo = n;
+		r->vfy_redo_cap = cap;
+	}
+	r->vfy_redo[r->vfy_nredo++] = off;
+}
+
+static void rs_end(struct repl *r, struct rsreq *q, bool ok)
 {
 	list_del(&q->link);
 	r->rs_bytes -= q->io.len;
-	bufpool_put(&r->pool, q->io.buf, q->io.len);
+	if (q->io.buf)
+		bufpool_put(&r->pool, q->io.buf, q->io.len);
+	if (q->run) {
+		q->run->pending--;
+		if (ok)
+			r->rs_done_bytes += q->io.len;
+		else
+			q->run->bad = true;
+		run_put(r, q->run);
+	}
 	free(q);
 	ev_defer(r->ev, &r->rs_kick);
 }
 
-static void rs_put(struct repl *r, struct rsreq *q)
-{
-	if (--q->io.rep.pending == 0)
-		rs_free(r, q);
-}
+static void rs_put(struct repl *r, struct rsreq *q);
 
 static void rs_tx_done(struct net_tx *tx, int err)
 {
@@ -772,40 +903,126 @@ static void rs_tx_done(struct net_tx *tx, int err)
 	rs_put(q->r, q);
 }
 
-static void rs_read_done(struct vol_io *io, int res)
+/* Sends the piece's data (or RS_ZERO) in the background queue. */
+static void rs_send_data(struct repl *r, struct rsreq *q)
 {
-	struct rsreq *q = container_of(io, struct rsreq, io);
-	struct repl *r = q->r;
 	struct repl_io w;
 	size_t n;
 
-	if (res || io->rep.stale || !peer_ready(r) || r->rs != RR_SYNCSOURCE || !slot_take(r, io)) {
-		rs_free(r, q);
+	if (!slot_take(r, &q->io)) {
+		rs_end(r, q, false);
 		return;
 	}
-	w.seq = io->rep.seq;
-	w.off = io->off;
-	w.len = (uint32_t)io->len;
+	q->phase = RQ_DATA;
+	q->ares = -ECONNRESET;
+	w.seq = q->io.rep.seq;
+	w.off = q->io.off;
+	w.len = (uint32_t)q->io.len;
 	w.flags = 0;
-	n = repl_enc_io(io->rep.hdr, REPL_RS_DATA, &w);
-	io->rep.pending = 2;
-	io->rep.tx.iov[0].iov_base = io->rep.hdr;
-	io->rep.tx.iov[0].iov_len = n;
-	io->rep.tx.iov[1].iov_base = io->buf;
-	io->rep.tx.iov[1].iov_len = io->len;
-	io->rep.tx.iovcnt = 2;
-	io->rep.tx.done = rs_tx_done;
-	net_send(&r->conn->net, &io->rep.tx);
+	n = repl_enc_io(q->io.rep.hdr, q->zero ? REPL_RS_ZERO : REPL_RS_DATA, &w);
+	q->io.rep.pending = 2; /* the send and the ack */
+	q->io.rep.tx.iov[0].iov_base = q->io.rep.hdr;
+	q->io.rep.tx.iov[0].iov_len = n;
+	q->io.rep.tx.iovcnt = 1;
+	if (!q->zero) {
+		q->io.rep.tx.iov[1].iov_base = q->io.buf;
+		q->io.rep.tx.iov[1].iov_len = q->io.len;
+		q->io.rep.tx.iovcnt = 2;
+		r->rs_sent_bytes += q->io.len;
+	} else {
+		r->rs_zero_bytes += q->io.len;
+	}
+	q->io.rep.tx.done = rs_tx_done;
+	q->sent_ns = ev_now(r->ev);
+	net_send_bulk(&r->conn->net, &q->io.rep.tx);
+}
+
+/* Sends the digest of what was read: the peer answers same or differs. */
+static void rs_send_csum(struct repl *r, struct rsreq *q)
+{
+	struct repl_io w;
+
+	if (!slot_take(r, &q->io)) {
+		rs_end(r, q, false);
+		return;
+	}
+	q->phase = RQ_CSUM;
+	q->ares = -ECONNRESET;
+	w.seq = q->io.rep.seq;
+	w.off = q->io.off;
+	w.len = (uint32_t)q->io.len;
+	w.flags = 0;
+	q->io.rep.pending = 2;
+	q->io.rep.tx.iov[0].iov_base = q->io.rep.hdr;
+	q->io.rep.tx.iov[0].iov_len = repl_enc_csum(q->io.rep.hdr, &w, q->digest);
+	q->io.rep.tx.iovcnt = 1;
+	q->io.rep.tx.done = rs_tx_done;
+	q->sent_ns = ev_now(r->ev);
+	net_send_bulk(&r->conn->net, &q->io.rep.tx);
+}
+
+static void vfy_mismatch(struct repl *r, uint64_t off, uint64_t len)
+{
+	char extra[96];
+
+	r->vfy_ranges++;
+	r->vfy_bytes += len;
+	bm_set_oos(r->bm, off, len);
+	log_warn("volume %s: verify: %llu bytes at %llu differ on %s", r->v->name,
+		 (unsigned long long)len, (unsigned long long)off, peer_name(r));
+	snprintf(extra, sizeof(extra), "\"offset\":%llu,\"length\":%llu",
+		 (unsigned long long)off, (unsigned long long)len);
+	vol_event(r->v, "verify-mismatch", NULL, NULL, extra);
+}
+
+/* Both the send and the answer are in: the next step of the request. */
+static void rs_step(struct repl *r, struct rsreq *q)
+{
+	bool live = peer_ready(r);
+
+	if (!q->run) { /* verify */
+		if (q->ares == 0) {
+			r->vfy_done += q->io.len;
+		} else if (q->ares == REPL_ACK_DIFFERS && !q->io.rep.stale) {
+			vfy_mismatch(r, q->io.off, q->io.len);
+			r->vfy_done += q->io.len;
+		} else if (live && r->vfy == VFY_RUNNING)
+			vfy_redo(r, q->io.off); /* overtaken by a write, or the read failed */
+		rs_end(r, q, q->ares == 0);
+		return;
+	}
+	if (q->phase == RQ_CSUM) {
+		if (q->ares == 0) {
+			r->rs_same_bytes += q->io.len;
+			rs_end(r, q, true);
+		} else if (q->ares == REPL_ACK_DIFFERS && !q->io.rep.stale && live &&
+			   r->rs == RR_SYNCSOURCE) {
+			rs_send_data(r, q);
+		} else {
+			rs_end(r, q, false);
+		}
+		return;
+	}
+	if (q->ares == 0 && !q->zero)
+		rsctl_rs_acked(&r->ctl, q->acked_ns - q->sent_ns, q->io.len, (uint32_t)q->io.len,
+			       q->acked_ns);
+	else if (q->ares == 0)
+		rsctl_rs_acked(&r->ctl, 0, 64, 0, q->acked_ns);
+	rs_end(r, q, q->ares == 0);
+}
+
+static void rs_put(struct repl *r, struct rsreq *q)
+{
+	if (--q->io.rep.pending == 0)
+		rs_step(r, q);
 }
 
 static void rs_acked(struct repl *r, struct rsreq *q, int res)
 {
 	uint64_t now = ev_now(r->ev);
 
-	if (res == 0) {
-		bm_clear_oos(r->bm, q->io.off, q->io.len);
-		r->rs_done_bytes += q->io.len;
-	}
+	q->ares = res;
+	q->acked_ns = now;
 	if (now - r->rate_t0 >= 1000000000ull) {
 		r->rate_bps = (r->rs_done_bytes - r->rate_b0) * 1000000000ull / (now - r->rate_t0);
 		r->rate_t0 = now;
@@ -814,17 +1031,148 @@ static void rs_acked(struct repl *r, struct rsreq *q, int res)
 	rs_put(r, q);
 }
 
-static bool busy_with(struct repl *r, struct list *l, uint64_t off, uint64_t len, bool rs)
+static void rs_read_done(struct vol_io *io, int res)
+{
+	struct rsreq *q = container_of(io, struct rsreq, io);
+	struct repl *r = q->r;
+	bool want = q->run ? r->rs == RR_SYNCSOURCE : r->vfy == VFY_RUNNING;
+
+	if (res || io->rep.stale || !peer_ready(r) || !want) {
+		if (!q->run && want && peer_ready(r))
+			vfy_redo(r, q->io.off);
+		rs_end(r, q, false);
+		return;
+	}
+	if (!q->run) {
+		digest_of(io->buf, io->len, q->digest);
+		rs_send_csum(r, q);
+		return;
+	}
+	q->zero = (r->features & REPL_FEAT_RESYNC2) && all_zero(io->buf, io->len);
+	if (r->csum && !q->zero && (r->features & REPL_FEAT_RESYNC2)) {
+		digest_of(io->buf, io->len, q->digest);
+		rs_send_csum(r, q);
+		return;
+	}
+	rs_send_data(r, q);
+}
+
+static bool busy_with(struct list *l, uint64_t off, uint64_t len)
 {
 	struct list *pos, *tmp;
 	list_for_each_safe(pos, tmp, l) {
-		struct vol_io *o = rs ? &container_of(pos, struct rsreq, link)->io :
-					container_of(pos, struct vol_io, rep.link);
+		struct vol_io *o = container_of(pos, struct vol_io, rep.link);
 		if (overlap(o->off, o->len, off, len))
 			return true;
 	}
-	(void)r;
 	return false;
+}
+
+static bool run_overlaps(struct repl *r, uint64_t off, uint64_t len)
+{
+	struct list *pos, *tmp;
+	list_for_each_safe(pos, tmp, &r->rs_runs) {
+		struct rsrun *o = container_of(pos, struct rsrun, link);
+		if (overlap(o->off, o->len, off, len))
+			return true;
+	}
+	return false;
+}
+
+/* Room for another request of len bytes: the controller's window (one
+ * request is always allowed unless it measures the foreground: C3), and
+ * the configured cap's token bucket. */
+static bool rs_room(struct repl *r, uint64_t len)
+{
+	if (r->ctl.quiet)
+		return false;
+	if (r->rs_cap && r->rs_tokens <= 0)
+		return false;
+	return r->rs_bytes == 0 || r->rs_bytes + len <= r->ctl.window;
+}
+
+static uint64_t piece_len(struct repl *r)
+{
+	uint64_t p = MIN((uint64_t)r->ctl.piece, MAX(r->ctl.window, (uint64_t)RS_MIN_PIECE));
+	return MAX(p - p % r->v->min_block, (uint64_t)r->v->min_block);
+}
+
+/* Issues one request: a resync piece of run, or (run NULL) a verify read. */
+static void rs_issue(struct repl *r, struct rsrun *run, uint64_t off, uint64_t len)
+{
+	struct rsreq *q = calloc(1, sizeof(*q));
+
+	if (!q) {
+		if (run)
+			run->bad = true;
+		return;
+	}
+	q->r = r;
+	q->run = run;
+	q->io.type = BS_READ;
+	q->io.flags = BS_F_BULK;
+	q->io.off = off;
+	q->io.len = len;
+	q->io.rep.kind = K_RS;
+	if (run)
+		run->pending++;
+	list_add_tail(&r->rs_inflight, &q->link);
+	r->rs_bytes += len;
+	if (r->rs_cap)
+		r->rs_tokens -= (double)len; /* may go negative: paid back before the next */
+	if (run && (r->features & REPL_FEAT_RESYNC2) && region_unmapped(r, off, len)) {
+		q->zero = true; /* nothing to read */
+		rs_send_data(r, q);
+		return;
+	}
+	q->io.buf = bufpool_get(&r->pool, len);
+	if (!q->io.buf) {
+		if (!run)
+			vfy_redo(r, off);
+		rs_end(r, q, false);
+		return;
+	}
+	vol_local(r->v, &q->io, rs_read_done);
+}
+
+/* The next run of marked regions from the cursor that nothing else is
+ * writing or copying; NULL when none (this pass). */
+static struct rsrun *rs_next_run(struct repl *r, uint64_t *scanned)
+{
+	uint64_t gran = bm_granularity(r->bm), nbits = bm_nbits(r->bm);
+
+	while (*scanned < nbits) {
+		int64_t b = bm_next_oos(r->bm, r->rs_cursor);
+		uint64_t off, len, k = 1;
+		struct rsrun *run;
+
+		if (b < 0)
+			return NULL;
+		if ((uint64_t)b < r->rs_cursor)
+			*scanned += nbits - r->rs_cursor + (uint64_t)b; /* wrapped */
+		else
+			*scanned += (uint64_t)b - r->rs_cursor;
+		while (k * gran < RS_MAX_RUN && (uint64_t)b + k < nbits &&
+		       bm_test_oos(r->bm, (uint64_t)b + k))
+			k++;
+		off = (uint64_t)b * gran;
+		len = MIN(k * gran, r->v->size - off);
+		r->rs_cursor = (uint64_t)b + k >= nbits ? 0 : (uint64_t)b + k;
+		*scanned += k;
+		/* R4: a region with a foreground write or a run in flight is
+		 * taken on a later pass. */
+		if (busy_with(&r->inflight, off, len) || run_overlaps(r, off, len))
+			continue;
+		run = calloc(1, sizeof(*run));
+		if (!run)
+			return NULL;
+		run->off = off;
+		run->len = len;
+		run->next = off;
+		list_add_tail(&r->rs_runs, &run->link);
+		return run;
+	}
+	return NULL;
 }
 
 static void rs_finish(struct repl *r)
@@ -835,11 +1183,118 @@ static void rs_finish(struct repl *r)
 	sb(r)->gen_bitmap = GEN_NONE;
 	vol_md_write(r->v);
 	send_small(r->conn, b, repl_enc_gen(b, REPL_RS_DONE, sb(r)->gen_current, 0));
-	log_info("volume %s: resync to %s done: %llu bytes", r->v->name, peer_name(r),
-		 (unsigned long long)r->rs_done_bytes);
+	log_info("volume %s: resync to %s done: %llu bytes (%llu sent as data, %llu as zero "
+		 "extents, %llu found equal by digest)",
+		 r->v->name, peer_name(r), (unsigned long long)r->rs_done_bytes,
+		 (unsigned long long)r->rs_sent_bytes, (unsigned long long)r->rs_zero_bytes,
+		 (unsigned long long)r->rs_same_bytes);
 	r->rate_bps = 0;
 	set_rs(r, RR_ESTABLISHED);
 	r->peer.disk = VOL_UPTODATE;
+}
+
+static void rs_pump_resync(struct repl *r)
+{
+	uint64_t scanned = 0;
+
+	for (;;) {
+		struct rsrun *run = r->rs_run;
+		uint64_t len;
+
+		if (!run || run->next >= run->off + run->len) {
+			r->rs_run = NULL;
+			run = rs_next_run(r, &scanned);
+			if (!run)
+				break;
+			r->rs_run = run;
+		}
+		len = MIN(piece_len(r), run->off + run->len - run->next);
+		if (!rs_room(r, len))
+			break;
+		if (busy_with(&r->inflight, run->next, len)) {
+			/* a write is in flight there: the rest of the run waits for
+			 * a later pass */
+			run->bad = true;
+			run->next = run->off + run->len;
+			run_put(r, run);
+			continue;
+		}
+		run->next += len;
+		rs_issue(r, run, run->next - len, len);
+		if (r->rs != RR_SYNCSOURCE || !peer_ready(r))
+			return;
+	}
+	if (bm_oos_count(r->bm) == 0 && list_empty(&r->rs_inflight) && list_empty(&r->rs_runs))
+		rs_finish(r);
+}
+
+static void vfy_finish(struct repl *r)
+{
+	char extra[192];
+	uint8_t b[64];
+
+	r->vfy = VFY_DONE;
+	r->vfy_t1 = ev_now(r->ev);
+	log_info("volume %s: verify against %s done: %llu bytes compared, %llu ranges (%llu "
+		 "bytes) differ",
+		 r->v->name, peer_name(r), (unsigned long long)r->vfy_done,
+		 (unsigned long long)r->vfy_ranges, (unsigned long long)r->vfy_bytes);
+	snprintf(extra, sizeof(extra),
+		 "\"compared_bytes\":%llu,\"mismatch_ranges\":%llu,\"mismatch_bytes\":%llu",
+		 (unsigned long long)r->vfy_done, (unsigned long long)r->vfy_ranges,
+		 (unsigned long long)r->vfy_bytes);
+	vol_event(r->v, "verify", "running", "done", extra);
+	if (!r->vfy_ranges)
+		return;
+	bm_flush(r->bm, NULL);
+	if (r->peer.role == REPL_ROLE_PRIMARY || !(r->features & REPL_FEAT_RESYNC2)) {
+		log_warn("volume %s: the differing ranges are marked out of sync; they are copied "
+			 "from the primary on the next connect",
+			 r->v->name);
+		return;
+	}
+	/* The marked regions go to the peer now, from this node's data. */
+	send_small(r->conn, b, repl_enc_gen(b, REPL_RS_START, sb(r)->gen_current, 0));
+	r->rs_total = bm_oos_count(r->bm);
+	r->rs_done_bytes = r->rs_sent_bytes = r->rs_zero_bytes = r->rs_same_bytes = 0;
+	r->rs_cursor = 0;
+	r->peer.disk = VOL_INCONSISTENT;
+	set_rs(r, RR_SYNCSOURCE);
+	ev_defer(r->ev, &r->rs_kick);
+}
+
+static uint64_t vfy_chunk(struct repl *r)
+{
+	return MAX((uint64_t)VFY_CHUNK, (uint64_t)bm_granularity(r->bm));
+}
+
+static void vfy_pump(struct repl *r)
+{
+	uint64_t chunk = vfy_chunk(r);
+
+	for (;;) {
+		uint64_t off, len;
+		bool redo = r->vfy_nredo > 0;
+
+		if (redo)
+			off = r->vfy_redo[r->vfy_nredo - 1];
+		else if (r->vfy_cursor < r->v->size)
+			off = r->vfy_cursor;
+		else
+			break;
+		len = MIN(chunk, r->v->size - off);
+		if (!rs_room(r, len) || busy_with(&r->inflight, off, len))
+			return; /* kicked again when requests complete */
+		if (redo)
+			r->vfy_nredo--;
+		else
+			r->vfy_cursor += len;
+		rs_issue(r, NULL, off, len);
+		if (r->vfy != VFY_RUNNING || !peer_ready(r))
+			return;
+	}
+	if (list_empty(&r->rs_inflight))
+		vfy_finish(r);
 }
 
 static void rs_kick_fn(struct ev_deferred *d)
@@ -849,59 +1304,24 @@ static void rs_kick_fn(struct ev_deferred *d)
 
 static void rs_pump(struct repl *r)
 {
-	uint64_t gran = bm_granularity(r->bm), nbits = bm_nbits(r->bm), scanned = 0;
-
-	if (r->rs != RR_SYNCSOURCE || !peer_ready(r))
+	if (!peer_ready(r))
 		return;
-	if (r->rs_cap) {
-		/* A configured cap: a token bucket refilled at rs_cap bytes/s,
-		 * holding at most one request or a quarter second of it. */
-		uint64_t now = ev_now(r->ev);
-		double burst = MAX((double)RS_MAX_REQ, (double)r->rs_cap / 4);
-		r->rs_tokens += (double)(now - r->rs_tokens_ns) * (double)r->rs_cap / 1e9;
-		r->rs_tokens = MIN(r->rs_tokens, burst);
-		r->rs_tokens_ns = now;
-	}
-	while (r->rs_bytes < RS_WINDOW && scanned < nbits && (!r->rs_cap || r->rs_tokens > 0)) {
-		int64_t b = bm_next_oos(r->bm, r->rs_cursor);
-		uint64_t off, len, k = 1;
-		struct rsreq *q;
-
-		if (b < 0)
-			break;
-		if ((uint64_t)b < r->rs_cursor)
-			scanned += nbits - r->rs_cursor + (uint64_t)b; /* wrapped */
-		else
-			scanned += (uint64_t)b - r->rs_cursor;
-		while (k * gran < RS_MAX_REQ && (uint64_t)b + k < nbits &&
-		       bm_test_oos(r->bm, (uint64_t)b + k))
-			k++;
-		off = (uint64_t)b * gran;
-		len = MIN(k * gran, r->v->size - off);
-		r->rs_cursor = (uint64_t)b + k;
-		scanned += k;
-		/* R4: a region with a foreground write or a resync in flight is
-		 * taken on a later pass. */
-		if (busy_with(r, &r->inflight, off, len, false) ||
-		    busy_with(r, &r->rs_inflight, off, len, true))
-			continue;
-		q = calloc(1, sizeof(*q));
-		if (!q || !(q->io.buf = bufpool_get(&r->pool, len))) {
-			free(q);
-			break;
+	if (r->rs == RR_SYNCSOURCE) {
+		ctl_arm(r);
+		if (r->rs_cap) {
+			/* A configured cap: a token bucket refilled at rs_cap bytes/s,
+			 * holding at most one request or a quarter second of it. */
+			uint64_t now = ev_now(r->ev);
+			double burst = MAX((double)RS_MAX_PIECE, (double)r->rs_cap / 4);
+			r->rs_tokens += (double)(now - r->rs_tokens_ns) * (double)r->rs_cap / 1e9;
+			r->rs_tokens = MIN(r->rs_tokens, burst);
+			r->rs_tokens_ns = now;
 		}
-		r->rs_tokens -= (double)len; /* may go negative: paid back before the next */
-		q->r = r;
-		q->io.type = BS_READ;
-		q->io.off = off;
-		q->io.len = len;
-		q->io.rep.kind = K_RS;
-		list_add_tail(&r->rs_inflight, &q->link);
-		r->rs_bytes += len;
-		vol_local(r->v, &q->io, rs_read_done);
+		rs_pump_resync(r);
+	} else if (r->rs == RR_ESTABLISHED && r->vfy == VFY_RUNNING) {
+		ctl_arm(r);
+		vfy_pump(r);
 	}
-	if (bm_oos_count(r->bm) == 0 && list_empty(&r->rs_inflight))
-		rs_finish(r);
 }
 
 /* ---- the secondary's apply path ---- */
@@ -1012,12 +1432,19 @@ static void apply_done(struct vol_io *io, int res)
 
 	list_del(&a->link);
 	c->napply--;
-	c->apply_bytes -= a->type == REPL_WRITE || a->type == REPL_RS_DATA ? a->io.len : 0;
+	c->apply_bytes -= a->type == REPL_WRITE || a->type == REPL_RS_DATA || a->type == REPL_CSUM ?
+				  a->io.len : 0;
 	/* Bits of the current session only: a lost connection's late apply
 	 * says nothing about what the new one still has to copy. */
 	if (res == 0 && c->r && c->r->conn == c && c->r->rs == RR_SYNCTARGET &&
-	    (a->type == REPL_RS_DATA || a->type == REPL_WRITE || a->type == REPL_ZERO))
+	    (a->type == REPL_RS_DATA || a->type == REPL_WRITE || a->type == REPL_ZERO ||
+	     a->type == REPL_RS_ZERO))
 		bm_clear_oos(c->r->bm, a->io.off, a->io.len);
+	if (res == 0 && a->type == REPL_CSUM) {
+		uint8_t d[REPL_DIGEST_LEN];
+		digest_of(a->io.buf, a->io.len, d);
+		res = memcmp(d, a->digest, REPL_DIGEST_LEN) ? REPL_ACK_DIFFERS : 0;
+	}
 	ack_add(c, a->seq, res);
 	if (a->io.buf)
 		bufpool_put(&c->r->pool, a->io.buf, a->io.len);
@@ -1073,10 +1500,17 @@ static struct rapply *apply_new(struct rconn *c, const struct repl_msg *m)
 	a->io.off = m->u.io.off;
 	a->io.len = m->u.io.len;
 	a->io.flags = (m->u.io.flags & REPL_F_FUA) ? BS_F_FUA : 0;
+	if (m->type == REPL_RS_DATA || m->type == REPL_RS_ZERO)
+		a->io.flags |= BS_F_BULK;
 	switch (m->type) {
 	case REPL_WRITE:
 	case REPL_RS_DATA: a->io.type = BS_WRITE; break;
 	case REPL_TRIM: a->io.type = BS_TRIM; break;
+	case REPL_CSUM:
+		a->io.type = BS_READ;
+		a->io.flags = BS_F_BULK;
+		memcpy(a->digest, m->digest, REPL_DIGEST_LEN);
+		break;
 	default: a->io.type = BS_ZERO; a->io.flags |= BS_F_MAY_TRIM; break;
 	}
 	return a;
@@ -1188,11 +1622,12 @@ static void handshake_decide(struct rconn *c)
 	c->stage = ST_RUN;
 	r->have_peer = true;
 	r->peer = c->pst;
+	r->features = c->features;
 	set_cs(r, RC_CONNECTED);
 	log_info("volume %s: connected to %s (generations %016llx / %016llx: %s%s)", r->v->name,
 		 c->peer_node, (unsigned long long)gm.current, (unsigned long long)gp.current,
 		 gen_verdict_name(d.verdict), d.full ? ", full sync" : "");
-	r->rs_done_bytes = 0;
+	r->rs_done_bytes = r->rs_sent_bytes = r->rs_zero_bytes = r->rs_same_bytes = 0;
 	r->rate_t0 = ev_now(r->ev);
 	r->rate_b0 = 0;
 	r->rate_bps = 0;
@@ -1256,7 +1691,8 @@ static void rs_done_flushed(struct vol_io *io, int res)
 		conn_fail(c, "flushing the resynced data failed");
 		return;
 	}
-	gen_push_history(sb(r)->gen_history, sb(r)->gen_current);
+	if (gen != sb(r)->gen_current)
+		gen_push_history(sb(r)->gen_history, sb(r)->gen_current);
 	sb(r)->gen_current = gen;
 	sb(r)->gen_bitmap = GEN_NONE;
 	bm_clear_all_oos(r->bm);
@@ -1406,6 +1842,12 @@ static int handle_msg(struct rconn *c, const uint8_t *body)
 					  (unsigned long long)seq);
 				return -1;
 			}
+			if (res > 0 && !(io->rep.kind == K_RS &&
+					 container_of(io, struct rsreq, io)->phase == RQ_CSUM)) {
+				conn_fail(c, "digest verdict for request %llu, which is no digest",
+					  (unsigned long long)seq);
+				return -1;
+			}
 			r->slots[slot_of(seq)] = NULL;
 			if (io->rep.kind == K_FG) {
 				if (res == 0) {
@@ -1435,6 +1877,8 @@ static int handle_msg(struct rconn *c, const uint8_t *body)
 		return 0;
 	case REPL_WRITE:
 	case REPL_RS_DATA:
+	case REPL_RS_ZERO:
+	case REPL_CSUM:
 	case REPL_TRIM:
 	case REPL_ZERO:
 	case REPL_FLUSH: {
@@ -1444,8 +1888,13 @@ static int handle_msg(struct rconn *c, const uint8_t *body)
 			conn_fail(c, "%s sent data while this node is primary", c->peer_node);
 			return -1;
 		}
-		if (m->type == REPL_RS_DATA && r->rs != RR_SYNCTARGET) {
+		if ((m->type == REPL_RS_DATA || m->type == REPL_RS_ZERO) && r->rs != RR_SYNCTARGET) {
 			conn_fail(c, "resync data while not sync target");
+			return -1;
+		}
+		if ((m->type == REPL_RS_ZERO || m->type == REPL_CSUM) &&
+		    !(c->features & REPL_FEAT_RESYNC2)) {
+			conn_fail(c, "message of type %u without the feature that defines it", m->type);
 			return -1;
 		}
 		if (m->type != REPL_FLUSH &&
@@ -1459,6 +1908,19 @@ static int handle_msg(struct rconn *c, const uint8_t *body)
 		if (!a) {
 			conn_fail(c, "out of memory");
 			return -1;
+		}
+		if (m->type == REPL_CSUM) {
+			a->io.buf = bufpool_get(&r->pool, a->io.len);
+			if (!a->io.buf) {
+				free(a);
+				conn_fail(c, "out of memory");
+				return -1;
+			}
+			c->apply_bytes += a->io.len;
+			apply_queue(c, a);
+			if (c->apply_bytes >= APPLY_MAX_BYTES)
+				net_rx_pause(&c->net);
+			return 0;
 		}
 		if (m->data_len) {
 			a->io.buf = bufpool_get(&r->pool, m->data_len);
@@ -1495,6 +1957,20 @@ static int handle_msg(struct rconn *c, const uint8_t *body)
 		vol_local(r->v, &d->io, rs_done_flushed);
 		return 0;
 	}
+	case REPL_RS_START:
+		/* The peer verified and found differences: it copies its marked
+		 * regions here now. */
+		if (!(c->features & REPL_FEAT_RESYNC2) || r->v->role == VOL_PRIMARY ||
+		    r->rs != RR_ESTABLISHED || sb(r)->gen_current != m->u.gen.gen_current) {
+			conn_fail(c, "unexpected resync start from %s", c->peer_node);
+			return -1;
+		}
+		log_info("volume %s: %s found differences; resync from it starts", r->v->name,
+			 c->peer_node);
+		r->rs_total = 0;
+		vol_set_disk(r->v, VOL_INCONSISTENT);
+		set_rs(r, RR_SYNCTARGET);
+		return 0;
 	case REPL_SET_GEN:
 		if (r->v->role == VOL_PRIMARY || sb(r)->gen_current != m->u.gen.gen_bitmap) {
 			conn_fail(c, "unexpected new generation from %s", c->peer_node);
@@ -1596,6 +2072,33 @@ static void fail_pending(struct repl *r)
 	}
 }
 
+/* The connection is gone: runs being copied clear no bits, a verify stops. */
+static void rs_abort(struct repl *r)
+{
+	struct list *pos, *tmp;
+
+	r->rs_run = NULL;
+	list_for_each_safe(pos, tmp, &r->rs_runs) {
+		struct rsrun *run = container_of(pos, struct rsrun, link);
+		run->bad = true;
+		run->next = run->off + run->len;
+		run_put(r, run);
+	}
+	if (r->vfy == VFY_RUNNING) {
+		char extra[96];
+		r->vfy = VFY_ABORTED;
+		r->vfy_t1 = ev_now(r->ev);
+		r->vfy_nredo = 0;
+		log_warn("volume %s: verify stopped at %llu of %llu bytes: the connection to %s "
+			 "is gone",
+			 r->v->name, (unsigned long long)r->vfy_cursor,
+			 (unsigned long long)r->v->size, peer_name(r));
+		snprintf(extra, sizeof(extra), "\"mismatch_ranges\":%llu",
+			 (unsigned long long)r->vfy_ranges);
+		vol_event(r->v, "verify", "running", "aborted", extra);
+	}
+}
+
 static void conn_lost(struct repl *r, const char *why)
 {
 	struct rconn *c = r->conn;
@@ -1611,6 +2114,7 @@ static void conn_lost(struct repl *r, const char *why)
 	if (was_run && r->v->role == VOL_PRIMARY)
 		bm_al_to_oos(r->bm);
 	fail_pending(r);
+	rs_abort(r);
 	if (was_run && r->v->role != VOL_PRIMARY && peer_was_primary && r->v->disk == VOL_UPTODATE)
 		vol_set_disk(r->v, VOL_OUTDATED);
 	r->have_peer = false;
@@ -1835,12 +2339,15 @@ int repl_new(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned se
 	r->tick.fn = tick;
 	r->rs_kick.fn = rs_kick_fn;
 	r->drop_kick.fn = drop_kick_fn;
+	r->ctl_timer.fn = ctl_tick;
+	r->csum = cv->resync_checksum;
 	r->backoff_ms = RETRY_MIN_MS;
 	bufpool_init(&r->pool, 64u << 20);
 	list_init(&r->inflight);
 	list_init(&r->waiting);
 	list_init(&r->bound);
 	list_init(&r->rs_inflight);
+	list_init(&r->rs_runs);
 	addr = cfg->nodes[r->peer_ix].replication_advertise[0] ? cfg->nodes[r->peer_ix].replication_advertise :
 							      cfg->nodes[r->peer_ix].replication;
 	if (parse_addr(addr, &r->dial_sa, &r->dial_salen)) {
@@ -1927,6 +2434,7 @@ void repl_free(struct repl *r)
 		return;
 	ev_timer_cancel(r->ev, &r->tick);
 	ev_timer_cancel(r->ev, &r->retry);
+	ev_timer_cancel(r->ev, &r->ctl_timer);
 	ev_undefer(r->ev, &r->rs_kick);
 	ev_undefer(r->ev, &r->drop_kick);
 	if (r->dial_fd >= 0)
@@ -1937,6 +2445,12 @@ void repl_free(struct repl *r)
 	bm_free(r->bm);
 	free(r->slots);
 	free(r->busy);
+	free(r->vfy_redo);
+	while (!list_empty(&r->rs_runs)) {
+		struct rsrun *run = container_of(r->rs_runs.next, struct rsrun, link);
+		list_del(&run->link);
+		free(run);
+	}
 	bufpool_drain(&r->pool);
 	r->v->repl = NULL;
 	free(r);
@@ -2058,6 +2572,43 @@ int repl_disconnect(struct repl *r, char *msg, size_t len)
 	return 0;
 }
 
+int repl_verify(struct repl *r, char *msg, size_t len)
+{
+	struct vol *v = r->v;
+
+	if (r->cs != RC_CONNECTED || !peer_ready(r)) {
+		snprintf(msg, len, "volume %s is not connected to %s", v->name, peer_name(r));
+		return -ENOTCONN;
+	}
+	if (r->rs != RR_ESTABLISHED) {
+		snprintf(msg, len, "volume %s is resyncing (%s); verify once it is in sync",
+			 v->name, repl_rep_name(r->rs));
+		return -EBUSY;
+	}
+	if (r->vfy == VFY_RUNNING) {
+		snprintf(msg, len, "a verify of volume %s is already running", v->name);
+		return -EALREADY;
+	}
+	if (v->role != VOL_PRIMARY && r->peer.role == REPL_ROLE_PRIMARY) {
+		snprintf(msg, len, "%s is primary for volume %s: run verify there", peer_name(r),
+			 v->name);
+		return -EINVAL;
+	}
+	if (!(r->features & REPL_FEAT_RESYNC2)) {
+		snprintf(msg, len, "%s does not support verify", peer_name(r));
+		return -EOPNOTSUPP;
+	}
+	r->vfy = VFY_RUNNING;
+	r->vfy_cursor = r->vfy_done = r->vfy_ranges = r->vfy_bytes = 0;
+	r->vfy_nredo = 0;
+	r->vfy_t0 = ev_now(r->ev);
+	r->vfy_t1 = 0;
+	log_info("volume %s: verify against %s started", v->name, peer_name(r));
+	vol_event(v, "verify", r->vfy == VFY_NONE ? "none" : "idle", "running", NULL);
+	ev_defer(r->ev, &r->rs_kick);
+	return 0;
+}
+
 int repl_invalidate(struct repl *r, char *msg, size_t len)
 {
 	struct vol *v = r->v;
@@ -2124,6 +2675,18 @@ void repl_get_status(const struct repl *r, struct repl_status *st)
 							(double)r->v->size) :
 					 100.0;
 	st->resync_bytes_per_sec = r->rate_bps;
+	st->resync_window_bytes = r->ctl_armed ? r->ctl.window : 0;
+	st->resync_request_bytes = r->ctl_armed ? r->ctl.piece : 0;
+	st->resync_sent_bytes = r->rs_sent_bytes;
+	st->resync_zero_bytes = r->rs_zero_bytes;
+	st->resync_same_bytes = r->rs_same_bytes;
+	st->verify = r->vfy == VFY_RUNNING ? "running" : r->vfy == VFY_DONE ? "done" :
+		     r->vfy == VFY_ABORTED ? "aborted" : "none";
+	st->verify_percent = r->vfy == VFY_NONE ? 0 :
+			     r->vfy == VFY_DONE ? 100.0 :
+						  100.0 * (double)r->vfy_done / (double)r->v->size;
+	st->verify_mismatch_ranges = r->vfy_ranges;
+	st->verify_mismatch_bytes = r->vfy_bytes;
 	st->split_brain = r->split_brain;
 	st->error = r->error;
 	st->gen_current = r->v->md->sb.gen_current;
@@ -2143,6 +2706,7 @@ static bool proto_ok(struct rconn *c, const struct repl_hello *h)
 
 static int on_hello(struct rconn *c, const struct repl_hello *h)
 {
+	c->features = h->features & REPL_FEATURES_KNOWN;
 	if (c->dialer) {
 		struct repl *r = c->r;
 		if (strcmp(h->cluster, r->cfg->cluster) || strcmp(h->node, peer_name(r)) ||

@@ -62,6 +62,12 @@ struct repl_status {
 	uint64_t out_of_sync_bytes;
 	double sync_percent;
 	uint64_t resync_bytes_per_sec;
+	uint64_t resync_window_bytes;  /* the controller's window; 0 when idle */
+	uint64_t resync_request_bytes; /* ... and request size */
+	uint64_t resync_sent_bytes, resync_zero_bytes, resync_same_bytes; /* this connection */
+	const char *verify;            /* none|running|done|aborted */
+	double verify_percent;
+	uint64_t verify_mismatch_ranges, verify_mismatch_bytes;
 	bool split_brain;
 	const char *error; /* last refusal or failure, "" if none */
 	uint64_t gen_current, gen_bitmap;
@@ -86,6 +92,9 @@ int repl_demote(struct repl *r, char *msg, size_t len);
 int repl_connect(struct repl *r, char *msg, size_t len);
 int repl_disconnect(struct repl *r, char *msg, size_t len);
 int repl_invalidate(struct repl *r, char *msg, size_t len);
+/* Starts an online verify: this node reads, the peer compares digests;
+ * differing ranges are reported and marked, then resynced from this node. */
+int repl_verify(struct repl *r, char *msg, size_t len);
 /* 1 in sync, 0 not yet, -errno never without an operator (msg says why). */
 int repl_in_sync(const struct repl *r, char *msg, size_t len);
 void repl_get_status(const struct repl *r, struct repl_status *st);

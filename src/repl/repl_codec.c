@@ -24,12 +24,15 @@ static uint32_t fixed_len(uint16_t type)
 	case REPL_WRITE:
 	case REPL_RS_DATA:
 	case REPL_TRIM:
-	case REPL_ZERO: return sizeof(struct repl_io);
+	case REPL_ZERO:
+	case REPL_RS_ZERO: return sizeof(struct repl_io);
+	case REPL_CSUM: return sizeof(struct repl_csum);
 	case REPL_FLUSH: return sizeof(struct repl_flush);
 	case REPL_ACK: return sizeof(struct repl_ack);
 	case REPL_PING:
 	case REPL_PONG: return sizeof(struct repl_ping);
 	case REPL_RS_DONE:
+	case REPL_RS_START:
 	case REPL_SET_GEN: return sizeof(struct repl_gen);
 	default: return 0;
 	}
@@ -185,7 +188,9 @@ int repl_decode_body(const uint8_t *in, struct repl_msg *m)
 	case REPL_WRITE:
 	case REPL_RS_DATA:
 	case REPL_TRIM:
-	case REPL_ZERO: {
+	case REPL_ZERO:
+	case REPL_RS_ZERO:
+	case REPL_CSUM: {
 		struct repl_io *io = &m->u.io;
 		memcpy(io, in, sizeof(*io));
 		L64(io->seq);
@@ -195,8 +200,15 @@ int repl_decode_body(const uint8_t *in, struct repl_msg *m)
 		if (io->seq == 0 || io->len == 0 || (io->flags & ~REPL_F_KNOWN) ||
 		    io->off > UINT64_MAX - io->len || io->off % 512 || io->len % 512)
 			return -EBADMSG;
-		if (m->type == REPL_RS_DATA && io->flags)
+		if ((m->type == REPL_RS_DATA || m->type == REPL_RS_ZERO || m->type == REPL_CSUM) &&
+		    io->flags)
 			return -EBADMSG;
+		if (m->type == REPL_CSUM) {
+			/* the receiver reads len bytes: as much as a WRITE carries */
+			if (io->len > REPL_MAX_DATA)
+				return -EBADMSG;
+			memcpy(m->digest, in + sizeof(*io), REPL_DIGEST_LEN);
+		}
 		if (m->type == REPL_WRITE || m->type == REPL_RS_DATA) {
 			if (io->len != m->len - fl)
 				return -EBADMSG;
@@ -224,7 +236,7 @@ int repl_decode_body(const uint8_t *in, struct repl_msg *m)
 			L64(e.seq);
 			L32(e.res);
 			L32(e.reserved);
-			if (e.seq == 0 || e.reserved || e.res > 0 || e.res < -4095)
+			if (e.seq == 0 || e.reserved || e.res > REPL_ACK_DIFFERS || e.res < -4095)
 				return -EBADMSG;
 		}
 		return 0;
@@ -235,6 +247,7 @@ int repl_decode_body(const uint8_t *in, struct repl_msg *m)
 		L64(m->u.ping.cookie);
 		return 0;
 	case REPL_RS_DONE:
+	case REPL_RS_START:
 	case REPL_SET_GEN:
 		memcpy(&m->u.gen, in, sizeof(m->u.gen));
 		L64(m->u.gen.gen_current);
@@ -340,6 +353,19 @@ size_t repl_enc_io(uint8_t *out, uint16_t type, const struct repl_io *in)
 	S32(io.flags);
 	memcpy(out + n, &io, sizeof(io));
 	return n + sizeof(io);
+}
+
+size_t repl_enc_csum(uint8_t *out, const struct repl_io *in, const uint8_t digest[REPL_DIGEST_LEN])
+{
+	struct repl_io io = *in;
+	size_t n = repl_enc_hdr(out, REPL_CSUM, sizeof(struct repl_csum));
+	S64(io.seq);
+	S64(io.off);
+	S32(io.len);
+	S32(io.flags);
+	memcpy(out + n, &io, sizeof(io));
+	memcpy(out + n + sizeof(io), digest, REPL_DIGEST_LEN);
+	return n + sizeof(struct repl_csum);
 }
 
 size_t repl_enc_flush(uint8_t *out, uint64_t seq)

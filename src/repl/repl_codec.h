@@ -30,6 +30,7 @@ struct repl_msg {
 	const uint8_t *var;
 	uint32_t var_len;
 	uint32_t data_len; /* WRITE / RS_DATA payload that follows */
+	uint8_t digest[REPL_DIGEST_LEN]; /* CSUM (u.io holds the rest) */
 };
 
 /* Header: 0, or -EBADMSG (bad magic, unknown type, non-zero flags or reserved,
@@ -55,6 +56,7 @@ size_t repl_enc_state(uint8_t *out, const struct repl_state *s);
 size_t repl_enc_bitmap(uint8_t *out, uint64_t start, uint32_t words); /* words follow */
 size_t repl_enc_io(uint8_t *out, uint16_t type, const struct repl_io *io); /* + payload */
 size_t repl_enc_flush(uint8_t *out, uint64_t seq);
+size_t repl_enc_csum(uint8_t *out, const struct repl_io *io, const uint8_t digest[REPL_DIGEST_LEN]);
 size_t repl_enc_ack_hdr(uint8_t *out, uint32_t count); /* count entries follow */
 void repl_enc_ack_entry(uint8_t *out, uint64_t seq, int32_t res);
 size_t repl_enc_ping(uint8_t *out, uint16_t type, uint64_t cookie);

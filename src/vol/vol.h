@@ -66,7 +66,8 @@ struct vol_rep {
 	struct list link;       /* in the replication in-flight / waiting lists */
 	struct bm_waiter bmw;   /* write intent on the change bitmap */
 	struct net_tx tx;       /* the message to the peer */
-	uint8_t hdr[48];
+	uint8_t hdr[80];
+	uint64_t t0;            /* submitted (ns): the resync controller's latency sample */
 	uint64_t seq;           /* peer sequence number, 0 = not sent */
 	uint16_t pending;       /* parts still to complete: local, peer ack, send */
 	uint8_t kind;           /* src/repl's request kinds */

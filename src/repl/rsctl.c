@@ -1,0 +1,156 @@
+/* The resync controller: see rsctl.h. */
+#include "rsctl.h"
+
+#include "../common/util.h"
+
+#define START_WINDOW (256u << 10)
+#define START_PIECE (64u << 10)
+#define PIECE_TIME_NS 2000000ull /* one request takes about this long on the wire */
+
+static uint64_t bw_max(const struct rsctl *c)
+{
+	uint64_t m = 0;
+	for (unsigned i = 0; i < RSCTL_BW_SLOTS; i++)
+		m = MAX(m, c->bw[i]);
+	return m;
+}
+
+uint64_t rsctl_bw(const struct rsctl *c)
+{
+	return bw_max(c) * (1000000000ull / RSCTL_INTERVAL_NS);
+}
+
+static uint64_t rtt_min(const struct rsctl *c)
+{
+	if (!c->rtt_min[0])
+		return c->rtt_min[1];
+	if (!c->rtt_min[1])
+		return c->rtt_min[0];
+	return MIN(c->rtt_min[0], c->rtt_min[1]);
+}
+
+void rsctl_init(struct rsctl *c, uint32_t min_piece, uint32_t max_piece, uint64_t now)
+{
+	*c = (struct rsctl){ 0 };
+	c->min_piece = min_piece;
+	c->max_piece = MAX(max_piece, min_piece);
+	c->min_window = min_piece;
+	c->piece = MIN(MAX(START_PIECE, min_piece), c->max_piece);
+	c->window = MAX((uint64_t)START_WINDOW, c->min_window);
+	c->rtt_bucket_ns = now;
+	c->rtt_piece = c->piece;
+}
+
+void rsctl_fg_done(struct rsctl *c, uint64_t lat_ns, uint64_t bytes)
+{
+	c->fg_n++;
+	c->fg_lat_sum += lat_ns;
+	c->delivered += bytes;
+}
+
+void rsctl_rs_acked(struct rsctl *c, uint64_t rtt_ns, uint64_t bytes, uint32_t piece_len,
+		    uint64_t now)
+{
+	c->delivered += bytes;
+	if (now - c->rtt_bucket_ns >= RSCTL_REBASE_NS) {
+		c->rtt_min[1] = c->rtt_min[0];
+		c->rtt_min[0] = 0;
+		c->rtt_bucket_ns = now;
+	}
+	if (piece_len != c->rtt_piece || rtt_ns == 0)
+		return;
+	if (!c->rtt_min[0] || rtt_ns < c->rtt_min[0])
+		c->rtt_min[0] = rtt_ns;
+}
+
+static uint32_t pow2_floor(uint64_t x)
+{
+	uint32_t p = 1;
+	while ((uint64_t)p * 2 <= x && p < (1u << 30))
+		p *= 2;
+	return p;
+}
+
+static void size_piece(struct rsctl *c)
+{
+	uint64_t bw = rsctl_bw(c);
+	uint32_t p;
+
+	if (!bw)
+		return;
+	p = pow2_floor(bw * PIECE_TIME_NS / 1000000000ull);
+	p = MIN(MAX(p, c->min_piece), c->max_piece);
+	if (p != c->piece) {
+		c->piece = p;
+		/* round trips of another size say nothing about this one */
+		c->rtt_piece = p;
+		c->rtt_min[0] = c->rtt_min[1] = 0;
+	}
+}
+
+static uint64_t window_cap(const struct rsctl *c)
+{
+	uint64_t bw = rsctl_bw(c), rtt = rtt_min(c), cap;
+
+	if (!bw || !rtt)
+		return RSCTL_MAX_WINDOW;
+	cap = 2 * bw * rtt / 1000000000ull + c->piece;
+	cap = MAX(cap, 2ull * c->piece);
+	return MIN(cap, RSCTL_MAX_WINDOW);
+}
+
+void rsctl_interval(struct rsctl *c, uint64_t now, uint64_t rs_inflight)
+{
+	bool active = c->fg_n >= RSCTL_MIN_FG;
+	double mean = active ? (double)c->fg_lat_sum / (double)c->fg_n : 0;
+	uint64_t cap;
+
+	c->bw[c->bw_i] = c->delivered;
+	c->bw_i = (c->bw_i + 1) % RSCTL_BW_SLOTS;
+	c->delivered = 0;
+	c->fg_n = 0;
+	c->fg_lat_sum = 0;
+	size_piece(c);
+	cap = window_cap(c);
+
+	if (!active) {
+		c->q = RSQ_OFF;
+		c->idle++;
+		c->window = MIN(MAX(c->window + c->window / 2, c->min_window), cap);
+		goto out;
+	}
+	if (c->idle >= 3) {
+		/* C2: the foreground is back; start from the bottom and learn. */
+		c->window = c->min_window;
+		c->base_lat = 0;
+	}
+	c->idle = 0;
+	switch (c->q) {
+	case RSQ_OFF:
+		if (!c->base_lat || now - c->base_ns >= RSCTL_REBASE_NS) {
+			c->q = rs_inflight ? RSQ_DRAIN : RSQ_MEASURE;
+			goto out;
+		}
+		break;
+	case RSQ_DRAIN:
+		if (!rs_inflight)
+			c->q = RSQ_MEASURE;
+		goto out;
+	case RSQ_MEASURE:
+		/* the interval that just ended ran with nothing of the resync in flight */
+		c->base_lat = mean;
+		c->base_ns = now;
+		c->q = RSQ_OFF;
+		goto out;
+	}
+	c->last_ratio = mean / c->base_lat;
+	if (c->last_ratio > RSCTL_HIGH) {
+		double f = RSCTL_LOW / c->last_ratio;
+		c->window = (uint64_t)((double)c->window * MAX(f, 0.5));
+	} else if (c->last_ratio < RSCTL_LOW) {
+		c->window += MAX((uint64_t)c->min_piece, c->window / 8);
+	}
+	c->window = MIN(MAX(c->window, c->min_window), cap);
+out:
+	c->quiet = c->q != RSQ_OFF;
+}
