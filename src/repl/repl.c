@@ -37,6 +37,7 @@
 #define RS_MIN_PIECE (16u << 10) /* smallest resync request (the controller's floor) */
 #define RS_MAX_PIECE (1u << 20)  /* largest resync request */
 #define VFY_CHUNK (256u << 10)   /* verify compares digests of this much (or a region) */
+#define VFY_MAX_INFLIGHT (8u << 20) /* verify reads in flight at most */
 #define APPLY_MAX_BYTES (64u << 20) /* secondary: stop reading beyond this */
 #define RETRY_MIN_MS 200u
 #define RETRY_MAX_MS 2000u
@@ -212,7 +213,8 @@ const char *repl_conn_name(enum repl_conn_state s)
 
 const char *repl_rep_name(enum repl_rep_state s)
 {
-	static const char *const n[] = { "off", "established", "syncsource", "synctarget" };
+	static const char *const n[] = { "off", "established", "syncsource", "synctarget",
+					 "verifying" };
 	return (unsigned)s < ARRAY_SIZE(n) ? n[s] : "?";
 }
 
@@ -1097,15 +1099,18 @@ static uint64_t piece_len(struct repl *r)
 	return MAX(p - p % r->v->min_block, (uint64_t)r->v->min_block);
 }
 
-/* Issues one request: a resync piece of run, or (run NULL) a verify read. */
-static void rs_issue(struct repl *r, struct rsrun *run, uint64_t off, uint64_t len)
+/* Issues one request: a resync piece of run, or (run NULL) a verify read.
+ * False when out of memory (the caller stops this pass). */
+static bool rs_issue(struct repl *r, struct rsrun *run, uint64_t off, uint64_t len)
 {
 	struct rsreq *q = calloc(1, sizeof(*q));
 
 	if (!q) {
 		if (run)
 			run->bad = true;
-		return;
+		else
+			vfy_redo(r, off);
+		return false;
 	}
 	q->r = r;
 	q->run = run;
@@ -1123,16 +1128,17 @@ static void rs_issue(struct repl *r, struct rsrun *run, uint64_t off, uint64_t l
 	if (run && (r->features & REPL_FEAT_RESYNC2) && region_unmapped(r, off, len)) {
 		q->zero = true; /* nothing to read */
 		rs_send_data(r, q);
-		return;
+		return true;
 	}
 	q->io.buf = bufpool_get(&r->pool, len);
 	if (!q->io.buf) {
 		if (!run)
 			vfy_redo(r, off);
 		rs_end(r, q, false);
-		return;
+		return false;
 	}
 	vol_local(r->v, &q->io, rs_read_done);
+	return true;
 }
 
 /* The next run of marked regions from the cursor that nothing else is
@@ -1220,7 +1226,8 @@ static void rs_pump_resync(struct repl *r)
 			continue;
 		}
 		run->next += len;
-		rs_issue(r, run, run->next - len, len);
+		if (!rs_issue(r, run, run->next - len, len))
+			return; /* out of memory: retried when a request completes */
 		if (r->rs != RR_SYNCSOURCE || !peer_ready(r))
 			return;
 	}
@@ -1244,6 +1251,7 @@ static void vfy_finish(struct repl *r)
 		 (unsigned long long)r->vfy_done, (unsigned long long)r->vfy_ranges,
 		 (unsigned long long)r->vfy_bytes);
 	vol_event(r->v, "verify", "running", "done", extra);
+	vol_event(r->v, "replication", "verifying", "established", NULL);
 	if (!r->vfy_ranges)
 		return;
 	bm_flush(r->bm, NULL);
@@ -1283,13 +1291,17 @@ static void vfy_pump(struct repl *r)
 		else
 			break;
 		len = MIN(chunk, r->v->size - off);
-		if (!rs_room(r, len) || busy_with(&r->inflight, off, len))
+		/* Verify moves digests, not data: its window bounds only the
+		 * reads in flight on both nodes. */
+		if (!rs_room(r, len) || r->rs_bytes + len > VFY_MAX_INFLIGHT ||
+		    busy_with(&r->inflight, off, len))
 			return; /* kicked again when requests complete */
 		if (redo)
 			r->vfy_nredo--;
 		else
 			r->vfy_cursor += len;
-		rs_issue(r, NULL, off, len);
+		if (!rs_issue(r, NULL, off, len))
+			return;
 		if (r->vfy != VFY_RUNNING || !peer_ready(r))
 			return;
 	}
@@ -2280,18 +2292,24 @@ static void tick(struct ev_timer *t)
 	}
 	if (r->rs == RR_SYNCSOURCE && r->rs_cap)
 		ev_defer(r->ev, &r->rs_kick); /* the token bucket refills */
-	if ((r->rs == RR_SYNCSOURCE || r->rs == RR_SYNCTARGET) &&
+	if ((r->rs == RR_SYNCSOURCE || r->rs == RR_SYNCTARGET || r->vfy == VFY_RUNNING) &&
 	    now - r->last_progress_ns >= 1000000000ull) {
 		struct repl_status st;
 		char extra[160];
 		r->last_progress_ns = now;
 		repl_get_status(r, &st);
-		snprintf(extra, sizeof(extra),
-			 "\"out_of_sync_bytes\":%llu,\"sync_percent\":%.1f,"
-			 "\"resync_bytes_per_sec\":%llu",
-			 (unsigned long long)st.out_of_sync_bytes, st.sync_percent,
-			 (unsigned long long)st.resync_bytes_per_sec);
-		vol_event(r->v, repl_rep_name(r->rs), NULL, NULL, extra);
+		if (st.rep == RR_VERIFYING)
+			snprintf(extra, sizeof(extra),
+				 "\"verify_percent\":%.1f,\"mismatch_ranges\":%llu",
+				 st.verify_percent, (unsigned long long)st.verify_mismatch_ranges);
+		else
+			snprintf(extra, sizeof(extra),
+				 "\"out_of_sync_bytes\":%llu,\"sync_percent\":%.1f,"
+				 "\"resync_bytes_per_sec\":%llu,\"resync_window_bytes\":%llu",
+				 (unsigned long long)st.out_of_sync_bytes, st.sync_percent,
+				 (unsigned long long)st.resync_bytes_per_sec,
+				 (unsigned long long)st.resync_window_bytes);
+		vol_event(r->v, repl_rep_name(st.rep), NULL, NULL, extra);
 	}
 	{
 		/* A connection that does not finish its handshake in time goes. */
@@ -2604,7 +2622,7 @@ int repl_verify(struct repl *r, char *msg, size_t len)
 	r->vfy_t0 = ev_now(r->ev);
 	r->vfy_t1 = 0;
 	log_info("volume %s: verify against %s started", v->name, peer_name(r));
-	vol_event(v, "verify", r->vfy == VFY_NONE ? "none" : "idle", "running", NULL);
+	vol_event(v, "replication", "established", "verifying", NULL);
 	ev_defer(r->ev, &r->rs_kick);
 	return 0;
 }
@@ -2662,7 +2680,7 @@ void repl_get_status(const struct repl *r, struct repl_status *st)
 	memset(st, 0, sizeof(*st));
 	st->peer = peer_name(r);
 	st->conn = r->cs;
-	st->rep = r->rs;
+	st->rep = r->rs == RR_ESTABLISHED && r->vfy == VFY_RUNNING ? RR_VERIFYING : r->rs;
 	st->peer_disk = r->have_peer ? r->peer.disk : -1;
 	st->peer_role = r->have_peer ? (r->peer.role == REPL_ROLE_PRIMARY) : -1;
 	st->out_of_sync_bytes = MIN(oos, r->v->size);

@@ -49,7 +49,9 @@ struct repl;
 struct repl_server;
 
 enum repl_conn_state { RC_STANDALONE = 0, RC_CONNECTING, RC_CONNECTED };
-enum repl_rep_state { RR_OFF = 0, RR_ESTABLISHED, RR_SYNCSOURCE, RR_SYNCTARGET };
+/* RR_VERIFYING is shown (status, events) while a verify runs; internally the
+ * state stays RR_ESTABLISHED. */
+enum repl_rep_state { RR_OFF = 0, RR_ESTABLISHED, RR_SYNCSOURCE, RR_SYNCTARGET, RR_VERIFYING };
 const char *repl_conn_name(enum repl_conn_state s);
 const char *repl_rep_name(enum repl_rep_state s);
 
