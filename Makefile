@@ -101,6 +101,7 @@ bench: all
 	@bash scripts/deps.sh --bench
 	@bash bench/nbd.sh
 	@bash bench/repl.sh
+	@bash bench/resync.sh
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man8 \

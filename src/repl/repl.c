@@ -34,7 +34,7 @@
 #define RX_BUF (64u * 1024u)
 #define NSLOTS 65536u           /* peer requests awaiting an ack, by seq */
 #define RS_MAX_RUN (1u << 20)   /* most bytes of consecutive marked regions in one run */
-#define RS_MIN_PIECE (16u << 10) /* smallest resync request (the controller's floor) */
+#define RS_MIN_PIECE (4u << 10)  /* smallest resync request (the controller's floor) */
 #define RS_MAX_PIECE (1u << 20)  /* largest resync request */
 #define VFY_CHUNK (256u << 10)   /* verify compares digests of this much (or a region) */
 #define VFY_MAX_INFLIGHT (8u << 20) /* verify reads in flight at most */
@@ -63,13 +63,15 @@ struct rapply {
 	struct list link;
 };
 
-/* Consecutive out-of-sync regions being copied, in pieces. Its bits are
- * cleared once every piece arrived, unless something spoiled it (bad): a
- * piece failed or went stale, or a foreground write touched the run. */
+/* Consecutive out-of-sync regions being copied, in pieces. Once every piece
+ * is done, the bits of its regions are cleared, except those spoiled: a piece
+ * there failed, went stale or was skipped, or a foreground write there
+ * failed on a node. */
+#define RUN_BITS (RS_MAX_RUN / 4096u)
 struct rsrun {
 	uint64_t off, len, next; /* bytes; next: first byte not yet issued */
 	unsigned pending;        /* pieces in flight */
-	bool bad;
+	uint64_t spoiled[RUN_BITS / 64]; /* by region of the run */
 	struct list link;        /* repl.rs_runs */
 };
 
@@ -202,6 +204,7 @@ struct repl_server {
 static void conn_lost(struct repl *r, const char *why);
 static void conn_fail(struct rconn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void rs_pump(struct repl *r);
+static void oos_mark(struct repl *r, uint64_t off, uint64_t len);
 static void fg_unblock(struct repl *r);
 static void schedule_dial(struct repl *r);
 
@@ -616,7 +619,7 @@ static void fg_finish(struct repl *r, struct vol_io *io)
 	if (io->rep.peer_ok && io->rep.lres == 0 && (io->type == BS_WRITE || io->type == BS_ZERO))
 		bm_clear_oos(r->bm, io->off, io->len);
 	else if (io->rep.peer_ok && io->rep.lres != 0 && io->type != BS_FLUSH)
-		bm_set_oos(r->bm, io->off, io->len);
+		oos_mark(r, io->off, io->len);
 	/* The controller's signal: what a replicated request took end to end. */
 	if (io->rep.peer_ok && r->ctl_armed)
 		rsctl_fg_done(&r->ctl, ev_now(r->ev) - io->rep.t0,
@@ -733,17 +736,13 @@ static void fg_start(struct repl *r, struct vol_io *io)
 
 	list_add_tail(&r->inflight, &io->rep.link);
 	/* R4: resync and verify reads of this region whose data is not yet
-	 * sent are now stale; a run it touches clears no bits. */
+	 * sent are now stale. */
 	list_for_each_safe(pos, tmp, &r->rs_inflight) {
 		struct rsreq *q = container_of(pos, struct rsreq, link);
 		if (q->phase != RQ_DATA && overlap(q->io.off, q->io.len, io->off, io->len))
 			q->io.rep.stale = true;
 	}
-	list_for_each_safe(pos, tmp, &r->rs_runs) {
-		struct rsrun *run = container_of(pos, struct rsrun, link);
-		if (overlap(run->off, run->len, io->off, io->len))
-			run->bad = true;
-	}
+
 	io->rep.bmw.cb = fg_bm_done;
 	if (bm_intent(r->bm, io->off, io->len, &io->rep.bmw))
 		fg_go(r, io);
@@ -842,22 +841,61 @@ static void ctl_tick(struct ev_timer *t)
 		r->ctl_armed = false;
 		return;
 	}
-	rsctl_interval(&r->ctl, ev_now(r->ev), r->rs_bytes);
+	rsctl_interval(&r->ctl, ev_now(r->ev), r->rs_bytes, !list_empty(&r->inflight));
 	ev_timer_arm(r->ev, &r->ctl_timer, RSCTL_INTERVAL_NS);
 	rs_pump(r);
 }
 
 /* A run is done when all its pieces are: its regions are in sync unless
  * something spoiled it. */
+static void run_spoil(struct repl *r, struct rsrun *run, uint64_t off, uint64_t len)
+{
+	uint64_t gran = bm_granularity(r->bm);
+	uint64_t a = MAX(off, run->off), b = MIN(off + len, run->off + run->len);
+
+	for (uint64_t i = (a - run->off) / gran; a < b && i * gran < b - run->off; i++)
+		run->spoiled[i / 64] |= 1ull << (i % 64);
+}
+
+static void run_spoil_all(struct repl *r, struct rsrun *run)
+{
+	(void)r;
+	memset(run->spoiled, 0xff, sizeof(run->spoiled));
+}
+
+/* A region the peer lacks after all (a foreground write failed on a node):
+ * marked, and no run in flight may clear it. */
+static void oos_mark(struct repl *r, uint64_t off, uint64_t len)
+{
+	struct list *pos, *tmp;
+
+	bm_set_oos(r->bm, off, len);
+	list_for_each_safe(pos, tmp, &r->rs_runs) {
+		struct rsrun *run = container_of(pos, struct rsrun, link);
+		if (overlap(run->off, run->len, off, len))
+			run_spoil(r, run, off, len);
+	}
+}
+
 static void run_put(struct repl *r, struct rsrun *run)
 {
+	uint64_t gran = bm_granularity(r->bm), n;
+
 	if (run->pending || run->next < run->off + run->len)
 		return;
 	if (r->rs_run == run)
 		r->rs_run = NULL;
 	list_del(&run->link);
-	if (!run->bad && r->rs == RR_SYNCSOURCE)
-		bm_clear_oos(r->bm, run->off, run->len);
+	n = (run->len + gran - 1) / gran;
+	for (uint64_t i = 0; i < n && r->rs == RR_SYNCSOURCE;) {
+		uint64_t j = i;
+		while (j < n && !(run->spoiled[j / 64] & (1ull << (j % 64))))
+			j++;
+		if (j > i)
+			bm_clear_oos(r->bm, run->off + i * gran,
+				     MIN((j - i) * gran, run->off + run->len - (run->off + i * gran)));
+		i = j + 1;
+	}
 	free(run);
 }
 
@@ -888,7 +926,7 @@ static void rs_end(struct repl *r, struct rsreq *q, bool ok)
 		if (ok)
 			r->rs_done_bytes += q->io.len;
 		else
-			q->run->bad = true;
+			run_spoil(r, q->run, q->io.off, q->io.len);
 		run_put(r, q->run);
 	}
 	free(q);
@@ -1005,11 +1043,9 @@ static void rs_step(struct repl *r, struct rsreq *q)
 		}
 		return;
 	}
-	if (q->ares == 0 && !q->zero)
-		rsctl_rs_acked(&r->ctl, q->acked_ns - q->sent_ns, q->io.len, (uint32_t)q->io.len,
-			       q->acked_ns);
-	else if (q->ares == 0)
-		rsctl_rs_acked(&r->ctl, 0, 64, 0, q->acked_ns);
+	if (q->ares == 0)
+		rsctl_rs_acked(&r->ctl, q->zero ? 0 : q->acked_ns - q->sent_ns,
+			       q->zero ? 64 : q->io.len, q->acked_ns);
 	rs_end(r, q, q->ares == 0);
 }
 
@@ -1107,7 +1143,7 @@ static bool rs_issue(struct repl *r, struct rsrun *run, uint64_t off, uint64_t l
 
 	if (!q) {
 		if (run)
-			run->bad = true;
+			run_spoil(r, run, off, len);
 		else
 			vfy_redo(r, off);
 		return false;
@@ -1218,10 +1254,10 @@ static void rs_pump_resync(struct repl *r)
 		if (!rs_room(r, len))
 			break;
 		if (busy_with(&r->inflight, run->next, len)) {
-			/* a write is in flight there: the rest of the run waits for
-			 * a later pass */
-			run->bad = true;
-			run->next = run->off + run->len;
+			/* a write is in flight there: this piece waits for a later
+			 * pass */
+			run_spoil(r, run, run->next, len);
+			run->next += len;
 			run_put(r, run);
 			continue;
 		}
@@ -1873,10 +1909,12 @@ static int handle_msg(struct rconn *c, const uint8_t *body)
 						 io->type == BS_FLUSH ? "flush" : "write",
 						 strerror(-res));
 					gen_branch(r);
-					if (io->type == BS_FLUSH)
+					if (io->type == BS_FLUSH) {
 						bm_al_to_oos(r->bm);
-					else
-						bm_set_oos(r->bm, io->off, io->len);
+						oos_mark(r, 0, r->v->size);
+					} else {
+						oos_mark(r, io->off, io->len);
+					}
 				}
 				fg_put(r, io);
 			} else if (io->rep.kind == K_RS) {
@@ -2092,7 +2130,7 @@ static void rs_abort(struct repl *r)
 	r->rs_run = NULL;
 	list_for_each_safe(pos, tmp, &r->rs_runs) {
 		struct rsrun *run = container_of(pos, struct rsrun, link);
-		run->bad = true;
+		run_spoil_all(r, run);
 		run->next = run->off + run->len;
 		run_put(r, run);
 	}

@@ -38,7 +38,7 @@ void rsctl_init(struct rsctl *c, uint32_t min_piece, uint32_t max_piece, uint64_
 	c->piece = MIN(MAX(START_PIECE, min_piece), c->max_piece);
 	c->window = MAX((uint64_t)START_WINDOW, c->min_window);
 	c->rtt_bucket_ns = now;
-	c->rtt_piece = c->piece;
+	c->startup = true;
 }
 
 void rsctl_fg_done(struct rsctl *c, uint64_t lat_ns, uint64_t bytes)
@@ -48,19 +48,29 @@ void rsctl_fg_done(struct rsctl *c, uint64_t lat_ns, uint64_t bytes)
 	c->delivered += bytes;
 }
 
-void rsctl_rs_acked(struct rsctl *c, uint64_t rtt_ns, uint64_t bytes, uint32_t piece_len,
-		    uint64_t now)
+void rsctl_rs_acked(struct rsctl *c, uint64_t rtt_ns, uint64_t bytes, uint64_t now)
 {
+	uint64_t m;
+
 	c->delivered += bytes;
 	if (now - c->rtt_bucket_ns >= RSCTL_REBASE_NS) {
 		c->rtt_min[1] = c->rtt_min[0];
 		c->rtt_min[0] = 0;
 		c->rtt_bucket_ns = now;
 	}
-	if (piece_len != c->rtt_piece || rtt_ns == 0)
+	if (rtt_ns == 0)
 		return;
 	if (!c->rtt_min[0] || rtt_ns < c->rtt_min[0])
 		c->rtt_min[0] = rtt_ns;
+	/* Start-up: the window grows by what was delivered (doubling per round
+	 * trip) until round trips grow: a queue is forming somewhere. */
+	m = rtt_min(c);
+	if (c->startup) {
+		if (rtt_ns > 2 * m + RSCTL_QUEUE_NS)
+			c->startup = false;
+		else
+			c->window = MIN(c->window + bytes, (uint64_t)RSCTL_MAX_WINDOW);
+	}
 }
 
 static uint32_t pow2_floor(uint64_t x)
@@ -79,30 +89,29 @@ static void size_piece(struct rsctl *c)
 	if (!bw)
 		return;
 	p = pow2_floor(bw * PIECE_TIME_NS / 1000000000ull);
-	p = MIN(MAX(p, c->min_piece), c->max_piece);
-	if (p != c->piece) {
-		c->piece = p;
-		/* round trips of another size say nothing about this one */
-		c->rtt_piece = p;
-		c->rtt_min[0] = c->rtt_min[1] = 0;
-	}
+	c->piece = MIN(MAX(p, c->min_piece), c->max_piece);
 }
 
+/* Twice the bandwidth-delay product (with the round trip of the smallest
+ * requests) plus RSCTL_QUEUE_NS of the bandwidth and two requests: keeps the
+ * link and both disks busy, while what a returning foreground finds queued
+ * ahead of it drains within about RSCTL_QUEUE_NS. Without measurements yet,
+ * the window holds. */
 static uint64_t window_cap(const struct rsctl *c)
 {
 	uint64_t bw = rsctl_bw(c), rtt = rtt_min(c), cap;
 
 	if (!bw || !rtt)
-		return RSCTL_MAX_WINDOW;
-	cap = 2 * bw * rtt / 1000000000ull + c->piece;
-	cap = MAX(cap, 2ull * c->piece);
+		return MAX(c->window, (uint64_t)START_WINDOW);
+	cap = bw * (2 * rtt + RSCTL_QUEUE_NS) / 1000000000ull + 2ull * c->piece;
 	return MIN(cap, RSCTL_MAX_WINDOW);
 }
 
-void rsctl_interval(struct rsctl *c, uint64_t now, uint64_t rs_inflight)
+void rsctl_interval(struct rsctl *c, uint64_t now, uint64_t rs_inflight, bool fg_busy)
 {
-	bool active = c->fg_n >= RSCTL_MIN_FG;
-	double mean = active ? (double)c->fg_lat_sum / (double)c->fg_n : 0;
+	bool active = c->fg_n > 0 || fg_busy;
+	bool sampled = c->fg_n > 0;
+	double mean = sampled ? (double)c->fg_lat_sum / (double)c->fg_n : 0;
 	uint64_t cap;
 
 	c->bw[c->bw_i] = c->delivered;
@@ -116,9 +125,12 @@ void rsctl_interval(struct rsctl *c, uint64_t now, uint64_t rs_inflight)
 	if (!active) {
 		c->q = RSQ_OFF;
 		c->idle++;
-		c->window = MIN(MAX(c->window + c->window / 2, c->min_window), cap);
+		if (!c->startup)
+			c->window = MIN(MAX(2 * c->window, c->min_window), cap);
+		c->window = MIN(MAX(c->window, c->min_window), RSCTL_MAX_WINDOW);
 		goto out;
 	}
+	c->startup = false;
 	if (c->idle >= 3) {
 		/* C2: the foreground is back; start from the bottom and learn. */
 		c->window = c->min_window;
@@ -138,9 +150,16 @@ void rsctl_interval(struct rsctl *c, uint64_t now, uint64_t rs_inflight)
 		goto out;
 	case RSQ_MEASURE:
 		/* the interval that just ended ran with nothing of the resync in flight */
+		if (!sampled)
+			goto out; /* no completion in it: measure the next one */
 		c->base_lat = mean;
 		c->base_ns = now;
 		c->q = RSQ_OFF;
+		goto out;
+	}
+	if (!sampled) {
+		/* requests in flight, none completed: nothing to judge by */
+		c->window = MIN(MAX(c->window, c->min_window), cap);
 		goto out;
 	}
 	c->last_ratio = mean / c->base_lat;
