@@ -53,7 +53,10 @@ void rsctl_rs_acked(struct rsctl *c, uint64_t rtt_ns, uint64_t bytes, uint64_t n
 	uint64_t m;
 
 	c->delivered += bytes;
-	if (now - c->rtt_bucket_ns >= RSCTL_REBASE_NS) {
+	if (now - c->rtt_bucket_ns >= 2 * RSCTL_REBASE_NS) {
+		c->rtt_min[0] = c->rtt_min[1] = 0; /* both buckets are too old */
+		c->rtt_bucket_ns = now;
+	} else if (now - c->rtt_bucket_ns >= RSCTL_REBASE_NS) {
 		c->rtt_min[1] = c->rtt_min[0];
 		c->rtt_min[0] = 0;
 		c->rtt_bucket_ns = now;
@@ -171,5 +174,7 @@ void rsctl_interval(struct rsctl *c, uint64_t now, uint64_t rs_inflight, bool fg
 	}
 	c->window = MIN(MAX(c->window, c->min_window), cap);
 out:
+	if (!c->startup)
+		c->window = MIN(MAX(c->window, c->min_window), cap); /* C1, every path */
 	c->quiet = c->q != RSQ_OFF;
 }

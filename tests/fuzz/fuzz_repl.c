@@ -38,7 +38,8 @@ static int name_ok(const char *s)
 	return 1;
 }
 
-/* The fixed part of the union that the type uses. */
+/* The fixed part of the union that the type uses (CSUM: the io part; its
+ * digest is m->digest). */
 static size_t fixed_size(uint16_t type)
 {
 	switch (type) {
@@ -49,12 +50,15 @@ static size_t fixed_size(uint16_t type)
 	case REPL_WRITE:
 	case REPL_RS_DATA:
 	case REPL_TRIM:
-	case REPL_ZERO: return sizeof(struct repl_io);
+	case REPL_ZERO:
+	case REPL_RS_ZERO:
+	case REPL_CSUM: return sizeof(struct repl_io);
 	case REPL_FLUSH: return sizeof(struct repl_flush);
 	case REPL_ACK: return sizeof(struct repl_ack);
 	case REPL_PING:
 	case REPL_PONG: return sizeof(struct repl_ping);
 	case REPL_RS_DONE:
+	case REPL_RS_START:
 	case REPL_SET_GEN: return sizeof(struct repl_gen);
 	case REPL_BITMAP_END:
 	case REPL_ERROR: return 0;
@@ -124,7 +128,9 @@ static void check_fields(const struct repl_msg *m, const uint8_t *body, uint32_t
 	case REPL_WRITE:
 	case REPL_RS_DATA:
 	case REPL_TRIM:
-	case REPL_ZERO: {
+	case REPL_ZERO:
+	case REPL_RS_ZERO:
+	case REPL_CSUM: {
 		const struct repl_io *io = &m->u.io;
 		CHECK(io->seq != 0);
 		CHECK(io->len > 0 && io->len % 512 == 0 && io->off % 512 == 0);
@@ -134,10 +140,13 @@ static void check_fields(const struct repl_msg *m, const uint8_t *body, uint32_t
 			CHECK(need == sizeof(*io));
 			CHECK(m->data_len == io->len && io->len <= REPL_MAX_DATA);
 			CHECK(m->len == sizeof(*io) + m->data_len);
+		} else if (m->type == REPL_CSUM) {
+			/* the receiver reads io->len bytes to compare */
+			CHECK(m->len == sizeof(struct repl_csum) && io->len <= REPL_MAX_DATA);
 		} else {
 			CHECK(m->len == sizeof(*io));
 		}
-		if (m->type == REPL_RS_DATA)
+		if (m->type == REPL_RS_DATA || m->type == REPL_RS_ZERO || m->type == REPL_CSUM)
 			CHECK(io->flags == 0);
 		break;
 	}
@@ -150,13 +159,14 @@ static void check_fields(const struct repl_msg *m, const uint8_t *body, uint32_t
 			uint64_t seq;
 			int32_t res;
 			repl_ack_entry(m, i, &seq, &res);
-			CHECK(seq != 0 && res <= 0 && res >= -4095);
+			CHECK(seq != 0 && res <= REPL_ACK_DIFFERS && res >= -4095);
 		}
 		break;
 	}
 	case REPL_PING:
 	case REPL_PONG: break;
 	case REPL_RS_DONE:
+	case REPL_RS_START:
 	case REPL_SET_GEN: CHECK(m->u.gen.gen_current >= 2); break;
 	default: abort();
 	}
@@ -186,7 +196,9 @@ static size_t reencode(const struct repl_msg *m, uint8_t *out)
 	case REPL_WRITE:
 	case REPL_RS_DATA:
 	case REPL_TRIM:
-	case REPL_ZERO: return repl_enc_io(out, m->type, &m->u.io);
+	case REPL_ZERO:
+	case REPL_RS_ZERO: return repl_enc_io(out, m->type, &m->u.io);
+	case REPL_CSUM: return repl_enc_csum(out, &m->u.io, m->digest);
 	case REPL_FLUSH: return repl_enc_flush(out, m->u.flush.seq);
 	case REPL_ACK:
 		n = repl_enc_ack_hdr(out, m->u.ack.count);
@@ -200,6 +212,7 @@ static size_t reencode(const struct repl_msg *m, uint8_t *out)
 	case REPL_PING:
 	case REPL_PONG: return repl_enc_ping(out, m->type, m->u.ping.cookie);
 	case REPL_RS_DONE:
+	case REPL_RS_START:
 	case REPL_SET_GEN:
 		return repl_enc_gen(out, m->type, m->u.gen.gen_current, m->u.gen.gen_bitmap);
 	default: abort();
@@ -222,6 +235,7 @@ static void check_reencode(const struct repl_msg *m, const uint8_t hdr[HDR], con
 	CHECK(repl_body_needed(&m2) == need);
 	CHECK(repl_decode_body(out + HDR, &m2) == 0);
 	CHECK(memcmp(&m2.u, &m->u, fixed_size(m->type)) == 0);
+	CHECK(memcmp(m2.digest, m->digest, REPL_DIGEST_LEN) == 0); /* zero but for CSUM */
 	CHECK(m2.data_len == m->data_len && m2.var_len == m->var_len);
 	CHECK((m2.var == NULL) == (m->var == NULL));
 	if (m->var)

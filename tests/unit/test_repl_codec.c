@@ -212,6 +212,32 @@ static size_t w_zero(uint8_t *w)
 	return w_io(w, REPL_ZERO, 0);
 }
 
+static size_t w_rs_zero(uint8_t *w)
+{
+	return w_io(w, REPL_RS_ZERO, 0);
+}
+
+/* CSUM: the io part as for the other requests, then a digest whose every byte
+ * differs, so that a shifted or truncated copy shows. */
+static void digest_sample(uint8_t d[REPL_DIGEST_LEN])
+{
+	for (unsigned i = 0; i < REPL_DIGEST_LEN; i++)
+		d[i] = (uint8_t)(0xd0 ^ (i * 7));
+}
+
+static size_t w_csum(uint8_t *w)
+{
+	struct repl_io io = {
+		.seq = 0x0102030405060708ull,
+		.off = 0x0000000abcdef000ull,
+		.len = IO_LEN,
+	};
+	uint8_t d[REPL_DIGEST_LEN];
+
+	digest_sample(d);
+	return repl_enc_csum(w, &io, d);
+}
+
 static size_t w_flush(uint8_t *w)
 {
 	return repl_enc_flush(w, 0xfedcba9876543210ull);
@@ -253,6 +279,24 @@ static size_t w_set_gen(uint8_t *w)
 	return repl_enc_gen(w, REPL_SET_GEN, 2, 0x6162636465666768ull);
 }
 
+static size_t w_rs_start(uint8_t *w)
+{
+	return repl_enc_gen(w, REPL_RS_START, 0x7172737475767778ull, 0);
+}
+
+/* An ACK of a CSUM that differs among ordinary completions. */
+static const struct ack_sample acks_differs[3] = {
+	{ 9, REPL_ACK_DIFFERS }, { 10, 0 }, { 11, -EIO },
+};
+
+static size_t w_ack_differs(uint8_t *w)
+{
+	size_t n = repl_enc_ack_hdr(w, ARRAY_LEN(acks_differs));
+	for (unsigned i = 0; i < ARRAY_LEN(acks_differs); i++, n += sizeof(struct repl_ack_entry))
+		repl_enc_ack_entry(w + n, acks_differs[i].seq, acks_differs[i].res);
+	return n;
+}
+
 typedef size_t (*builder)(uint8_t *w);
 
 /* ---- layout ---- */
@@ -271,6 +315,9 @@ static void test_struct_sizes(void **state)
 	assert_int_equal(sizeof(struct repl_ack_entry), 16);
 	assert_int_equal(sizeof(struct repl_ping), 8);
 	assert_int_equal(sizeof(struct repl_gen), 16);
+	assert_int_equal(sizeof(struct repl_csum), 56);
+	assert_int_equal(offsetof(struct repl_csum, digest), 24);
+	assert_int_equal(REPL_DIGEST_LEN, 32);
 	/* the largest fixed message fits REPL_ENC_MAX, and so does an ERROR */
 	assert_true(HDR + REPL_MAX_ERROR <= REPL_ENC_MAX);
 }
@@ -729,6 +776,8 @@ static void reject_at(int line, builder build, size_t at, unsigned width, uint64
 static const builder all_types[] = {
 	w_hello, w_auth, w_state, w_bitmap, w_bitmap_end, w_error, w_write, w_rs_data,
 	w_trim,  w_zero, w_flush, w_ack,    w_ping,       w_pong,  w_rs_done, w_set_gen,
+	/* RESYNC2 */
+	w_rs_zero, w_csum, w_rs_start, w_ack_differs,
 };
 
 static void test_hdr_bad_magic(void **state)
@@ -745,8 +794,9 @@ static void test_hdr_bad_magic(void **state)
 static void test_hdr_unknown_type(void **state)
 {
 	/* every value that is not in enum repl_type, with each fixed length */
-	static const uint16_t bad[] = { 0, 7, 8, 9, 17, 18, 19, REPL_TYPE_MAX, 24, 0x100, 0xffff };
-	static const uint32_t lens[] = { 0, 1, 8, 16, 24, 32, 80, 280 };
+	static const uint16_t bad[] = { 0,  7,  8,  9,  17, 18, 19, REPL_TYPE_MAX, REPL_TYPE_MAX + 1,
+					0x100, 0xffff };
+	static const uint32_t lens[] = { 0, 1, 8, 16, 24, 32, 56, 80, 280 };
 	uint8_t w[HDR];
 	struct repl_msg m;
 	(void)state;
@@ -783,7 +833,8 @@ static void test_hdr_len_fixed(void **state)
 	} fixed[] = {
 		{ w_hello, 280 }, { w_auth, 32 },  { w_state, 80 }, { w_trim, 24 },
 		{ w_zero, 24 },   { w_flush, 8 },  { w_ping, 8 },   { w_pong, 8 },
-		{ w_rs_done, 16 }, { w_set_gen, 16 },
+		{ w_rs_done, 16 }, { w_set_gen, 16 }, { w_rs_zero, 24 }, { w_csum, 56 },
+		{ w_rs_start, 16 },
 	};
 	(void)state;
 
@@ -792,7 +843,8 @@ static void test_hdr_len_fixed(void **state)
 		REJECT_HDR(fixed[i].b, H_OFF(len), 4, 0);
 		REJECT_HDR(fixed[i].b, H_OFF(len), 4, l - 1);
 		REJECT_HDR(fixed[i].b, H_OFF(len), 4, l + 1);
-		REJECT_HDR(fixed[i].b, H_OFF(len), 4, l + 512); /* TRIM/ZERO carry no payload */
+		REJECT_HDR(fixed[i].b, H_OFF(len), 4, l + 512); /* TRIM/ZERO/RS_ZERO carry no payload */
+		REJECT_HDR(fixed[i].b, H_OFF(len), 4, l + IO_LEN); /* ... nor does CSUM */
 		REJECT_HDR(fixed[i].b, H_OFF(len), 4, UINT32_MAX);
 	}
 	REJECT_HDR(w_bitmap_end, H_OFF(len), 4, 1);
@@ -890,13 +942,16 @@ static void test_io_zero_seq(void **state)
 	REJECT_BODY(w_rs_data, B_OFF(repl_io, seq), 8, 0);
 	REJECT_BODY(w_trim, B_OFF(repl_io, seq), 8, 0);
 	REJECT_BODY(w_zero, B_OFF(repl_io, seq), 8, 0);
+	REJECT_BODY(w_rs_zero, B_OFF(repl_io, seq), 8, 0);
+	REJECT_BODY(w_csum, B_OFF(repl_io, seq), 8, 0);
+	ACCEPT(w_csum, B_OFF(repl_io, seq), 8, 1);
 	REJECT_BODY(w_flush, HDR, 8, 0);
 	ACCEPT(w_flush, HDR, 8, 1);
 }
 
 static void test_io_misaligned(void **state)
 {
-	static const builder io_types[] = { w_write, w_rs_data, w_trim, w_zero };
+	static const builder io_types[] = { w_write, w_rs_data, w_trim, w_zero, w_rs_zero, w_csum };
 	(void)state;
 
 	for (size_t t = 0; t < ARRAY_LEN(io_types); t++) {
@@ -910,6 +965,13 @@ static void test_io_misaligned(void **state)
 	REJECT_BODY(w_trim, B_OFF(repl_io, len), 4, 4096 + 1);
 	REJECT_BODY(w_zero, B_OFF(repl_io, len), 4, 511);
 	ACCEPT(w_zero, B_OFF(repl_io, len), 4, 512);
+	REJECT_BODY(w_rs_zero, B_OFF(repl_io, len), 4, 100);
+	REJECT_BODY(w_rs_zero, B_OFF(repl_io, len), 4, 4096 + 256);
+	ACCEPT(w_rs_zero, B_OFF(repl_io, len), 4, 512);
+	REJECT_BODY(w_csum, B_OFF(repl_io, len), 4, 1);
+	REJECT_BODY(w_csum, B_OFF(repl_io, len), 4, 4096 - 1);
+	REJECT_BODY(w_csum, B_OFF(repl_io, len), 4, 4096 + 511);
+	ACCEPT(w_csum, B_OFF(repl_io, len), 4, 512);
 	ACCEPT(w_trim, B_OFF(repl_io, len), 4, UINT32_MAX - 511); /* no payload limit */
 }
 
@@ -936,7 +998,12 @@ static void test_io_zero_len_and_wrap(void **state)
 	(void)state;
 	REJECT_BODY(w_trim, B_OFF(repl_io, len), 4, 0);
 	REJECT_BODY(w_zero, B_OFF(repl_io, len), 4, 0);
+	REJECT_BODY(w_rs_zero, B_OFF(repl_io, len), 4, 0);
+	REJECT_BODY(w_csum, B_OFF(repl_io, len), 4, 0);
 	/* off + len past 2^64 must be refused, never wrap to a small offset */
+	REJECT_BODY(w_rs_zero, B_OFF(repl_io, off), 8, UINT64_MAX - 511);
+	REJECT_BODY(w_csum, B_OFF(repl_io, off), 8, UINT64_MAX - 511);
+	ACCEPT(w_csum, B_OFF(repl_io, off), 8, UINT64_MAX - 8191);
 	REJECT_BODY(w_trim, B_OFF(repl_io, off), 8, UINT64_MAX - 511);
 	REJECT_BODY(w_write, B_OFF(repl_io, off), 8, UINT64_MAX - 511);
 	REJECT_BODY(w_zero, B_OFF(repl_io, off), 8, UINT64_MAX - 4095 + 512);
@@ -1111,12 +1178,233 @@ static void test_ack_entries(void **state)
 	for (size_t i = 0; i < ARRAY_LEN(acks_sample); i++) {
 		size_t e = ENTRY(i);
 		REJECT_BODY(w_ack, e + offsetof(struct repl_ack_entry, seq), 8, 0);
-		REJECT_BODY(w_ack, e + offsetof(struct repl_ack_entry, res), 4, 1); /* positive */
+		REJECT_BODY(w_ack, e + offsetof(struct repl_ack_entry, res), 4, 2); /* > DIFFERS */
 		REJECT_BODY(w_ack, e + offsetof(struct repl_ack_entry, res), 4, 0x7fffffff);
 		REJECT_BODY(w_ack, e + offsetof(struct repl_ack_entry, res), 4, (uint32_t)-4096);
 		REJECT_BODY(w_ack, e + offsetof(struct repl_ack_entry, res), 4, 0x80000000u);
 		REJECT_BODY(w_ack, e + offsetof(struct repl_ack_entry, reserved), 4, 1);
 		ACCEPT(w_ack, e + offsetof(struct repl_ack_entry, res), 4, (uint32_t)-1);
+		ACCEPT(w_ack, e + offsetof(struct repl_ack_entry, res), 4, REPL_ACK_DIFFERS);
+	}
+}
+
+/* ---- RESYNC2: RS_ZERO, CSUM, RS_START, ACK "differs" ---- */
+
+static void test_rt_rs_zero(void **state)
+{
+	uint8_t w[REPL_ENC_MAX];
+	struct repl_io io = { .seq = 3, .off = 1ull << 40, .len = UINT32_MAX - 511 };
+	struct repl_msg m;
+	size_t n;
+	(void)state;
+
+	/* the io part only, like ZERO: no payload, so body = fixed part */
+	check_rt_io(REPL_RS_ZERO, 0);
+	n = w_rs_zero(w);
+	assert_int_equal(n, HDR + sizeof(struct repl_io));
+	assert_int_equal(w[4], REPL_RS_ZERO);
+	assert_int_equal(w[8], 24);
+	assert_int_equal(rx(w, n, &m, NULL), ST_OK);
+	assert_int_equal(m.len, sizeof(struct repl_io));
+	assert_int_equal(m.data_len, 0);
+	/* like ZERO, its length is not bounded by a payload limit */
+	n = repl_enc_io(w, REPL_RS_ZERO, &io);
+	assert_int_equal(rx(w, n, &m, NULL), ST_OK);
+	assert_int_equal(m.u.io.len, UINT32_MAX - 511);
+	assert_int_equal(m.u.io.off, 1ull << 40);
+}
+
+static void test_csum_bytes(void **state)
+{
+	static const uint8_t want[HDR + 24] = {
+		'T', 'R', 'P', 'L',                             /* magic */
+		0x18, 0x00,                                     /* type 24 (CSUM) */
+		0x00, 0x00,                                     /* flags */
+		0x38, 0x00, 0x00, 0x00,                         /* len 56: io + digest */
+		0x00, 0x00, 0x00, 0x00,                         /* reserved */
+		0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, /* seq */
+		0x00, 0xf0, 0xde, 0xbc, 0x0a, 0x00, 0x00, 0x00, /* off 0xabcdef000 */
+		0x00, 0x10, 0x00, 0x00,                         /* len 4096 */
+		0x00, 0x00, 0x00, 0x00,                         /* flags */
+	};
+	uint8_t out[REPL_ENC_MAX], d[REPL_DIGEST_LEN];
+	(void)state;
+
+	memset(out, 0xee, sizeof(out));
+	digest_sample(d);
+	assert_int_equal(w_csum(out), HDR + sizeof(struct repl_csum));
+	assert_memory_equal(out, want, sizeof(want));
+	/* the digest follows the io part as it is: bytes, not a number */
+	assert_memory_equal(out + HDR + 24, d, REPL_DIGEST_LEN);
+	assert_int_equal(out[HDR + sizeof(struct repl_csum)], 0xee); /* nothing past it */
+}
+
+static void test_rt_csum(void **state)
+{
+	uint8_t w[REPL_ENC_MAX], d[REPL_DIGEST_LEN];
+	struct repl_io io;
+	struct repl_msg m;
+	size_t n;
+	(void)state;
+
+	digest_sample(d);
+	n = w_csum(w);
+	assert_int_equal(rx(w, n, &m, NULL), ST_OK);
+	assert_int_equal(m.type, REPL_CSUM);
+	assert_int_equal(m.len, sizeof(struct repl_csum));
+	assert_int_equal(repl_body_needed(&m), sizeof(struct repl_csum)); /* digest buffered */
+	assert_int_equal(m.u.io.seq, 0x0102030405060708ull);
+	assert_int_equal(m.u.io.off, 0x0000000abcdef000ull);
+	assert_int_equal(m.u.io.len, IO_LEN);
+	assert_int_equal(m.u.io.flags, 0);
+	assert_memory_equal(m.digest, d, REPL_DIGEST_LEN);
+	assert_int_equal(m.data_len, 0);
+	assert_null(m.var);
+
+	/* the edges: seq 1 and the largest region, a digest of all ones; then
+	 * seq 2^64-1 near the end of the address space, a digest of zeros */
+	io = (struct repl_io){ .seq = 1, .off = 0, .len = REPL_MAX_DATA };
+	memset(d, 0xff, sizeof(d));
+	n = repl_enc_csum(w, &io, d);
+	assert_int_equal(rx(w, n, &m, NULL), ST_OK);
+	assert_int_equal(m.u.io.len, REPL_MAX_DATA);
+	assert_memory_equal(m.digest, d, REPL_DIGEST_LEN);
+	io = (struct repl_io){ .seq = UINT64_MAX, .off = UINT64_MAX - 1023, .len = 512 };
+	memset(d, 0, sizeof(d));
+	n = repl_enc_csum(w, &io, d);
+	assert_int_equal(rx(w, n, &m, NULL), ST_OK);
+	assert_int_equal(m.u.io.seq, UINT64_MAX);
+	assert_int_equal(m.u.io.off, UINT64_MAX - 1023);
+	assert_memory_equal(m.digest, d, REPL_DIGEST_LEN);
+
+	/* every digest byte arrives where it was put */
+	for (unsigned i = 0; i < REPL_DIGEST_LEN; i++) {
+		n = w_csum(w);
+		w[HDR + 24 + i] ^= 0x5a;
+		digest_sample(d);
+		d[i] ^= 0x5a;
+		assert_int_equal(rx(w, n, &m, NULL), ST_OK);
+		assert_memory_equal(m.digest, d, REPL_DIGEST_LEN);
+	}
+}
+
+static void test_csum_len_limit(void **state)
+{
+	uint8_t w[REPL_ENC_MAX], d[REPL_DIGEST_LEN];
+	struct repl_io io = { .seq = 1, .off = 0, .len = REPL_MAX_DATA + 512 };
+	struct repl_msg m;
+	size_t n;
+	(void)state;
+
+	/* the receiver reads len bytes: no more than a WRITE may carry */
+	digest_sample(d);
+	n = repl_enc_csum(w, &io, d);
+	assert_int_equal(rx(w, n, &m, NULL), ST_BODY);
+	io.len = UINT32_MAX - 511;
+	n = repl_enc_csum(w, &io, d);
+	assert_int_equal(rx(w, n, &m, NULL), ST_BODY);
+	REJECT_BODY(w_csum, B_OFF(repl_io, len), 4, REPL_MAX_DATA + 512);
+	REJECT_BODY(w_csum, B_OFF(repl_io, len), 4, 2 * REPL_MAX_DATA);
+	ACCEPT(w_csum, B_OFF(repl_io, len), 4, REPL_MAX_DATA);
+}
+
+static void test_resync2_flags(void **state)
+{
+	(void)state;
+	/* RS_ZERO and CSUM carry no flags at all, FUA included */
+	REJECT_BODY(w_rs_zero, B_OFF(repl_io, flags), 4, REPL_F_FUA);
+	REJECT_BODY(w_rs_zero, B_OFF(repl_io, flags), 4, 2);
+	REJECT_BODY(w_rs_zero, B_OFF(repl_io, flags), 4, 0x80000000u);
+	REJECT_BODY(w_csum, B_OFF(repl_io, flags), 4, REPL_F_FUA);
+	REJECT_BODY(w_csum, B_OFF(repl_io, flags), 4, 2);
+	REJECT_BODY(w_csum, B_OFF(repl_io, flags), 4, 0x80000000u);
+	/* and the header's flags stay zero for them like for every type */
+	REJECT_HDR(w_rs_zero, H_OFF(flags), 2, REPL_F_FUA);
+	REJECT_HDR(w_csum, H_OFF(flags), 2, REPL_F_FUA);
+}
+
+static void test_resync2_len(void **state)
+{
+	uint8_t w[REPL_ENC_MAX];
+	struct repl_io io = { .seq = 5, .off = 0, .len = IO_LEN };
+	struct repl_msg m;
+	(void)state;
+
+	/* RS_ZERO sent as if data followed (header len = 24 + io.len) */
+	repl_enc_hdr(w, REPL_RS_ZERO, (uint32_t)(sizeof(io) + IO_LEN));
+	assert_int_equal(repl_decode_hdr(w, &m), -EBADMSG);
+	/* CSUM without its digest, or with the digest and more */
+	repl_enc_io(w, REPL_CSUM, &io);
+	assert_int_equal(repl_decode_hdr(w, &m), -EBADMSG);
+	REJECT_HDR(w_csum, H_OFF(len), 4, 24);
+	REJECT_HDR(w_csum, H_OFF(len), 4, 56 + 32);
+	REJECT_HDR(w_csum, H_OFF(len), 4, 56 - 1);
+	REJECT_HDR(w_rs_start, H_OFF(len), 4, 8);
+	REJECT_HDR(w_rs_start, H_OFF(len), 4, 24);
+	REJECT_HDR(w_rs_zero, H_OFF(len), 4, 16);
+	REJECT_HDR(w_rs_zero, H_OFF(len), 4, 56);
+}
+
+static void test_rt_rs_start(void **state)
+{
+	uint8_t w[REPL_ENC_MAX];
+	struct repl_msg m;
+	size_t n;
+	(void)state;
+
+	n = w_rs_start(w);
+	assert_int_equal(n, HDR + sizeof(struct repl_gen));
+	assert_int_equal(w[4], REPL_RS_START);
+	assert_int_equal(rx(w, n, &m, NULL), ST_OK);
+	assert_int_equal(m.type, REPL_RS_START);
+	assert_int_equal(m.u.gen.gen_current, 0x7172737475767778ull);
+	assert_int_equal(m.u.gen.gen_bitmap, 0);
+	assert_null(m.var);
+	/* the smallest real generation, and a second field that is passed through */
+	n = repl_enc_gen(w, REPL_RS_START, 2, 0x0102030405060708ull);
+	assert_int_equal(rx(w, n, &m, NULL), ST_OK);
+	assert_int_equal(m.u.gen.gen_current, 2);
+	assert_int_equal(m.u.gen.gen_bitmap, 0x0102030405060708ull);
+	/* 0 (no data) and 1 (created empty) are never a generation to resync to */
+	n = repl_enc_gen(w, REPL_RS_START, 1, 0);
+	assert_int_equal(rx(w, n, &m, NULL), ST_BODY);
+	n = repl_enc_gen(w, REPL_RS_START, 0, 0);
+	assert_int_equal(rx(w, n, &m, NULL), ST_BODY);
+}
+
+static void test_rt_ack_differs(void **state)
+{
+	uint8_t w[REPL_ENC_MAX], *body = NULL;
+	static const uint8_t entry[16] = {
+		0x09, 0, 0, 0, 0, 0, 0, 0, /* seq 9 */
+		0x01, 0, 0, 0,             /* res 1: differs */
+		0, 0, 0, 0,                /* reserved */
+	};
+	struct repl_msg m;
+	uint64_t seq;
+	int32_t res;
+	size_t n;
+	(void)state;
+
+	assert_int_equal(REPL_ACK_DIFFERS, 1);
+	n = w_ack_differs(w);
+	assert_memory_equal(w + HDR + sizeof(struct repl_ack), entry, sizeof(entry));
+	assert_int_equal(rx(w, n, &m, &body), ST_OK);
+	assert_int_equal(m.u.ack.count, ARRAY_LEN(acks_differs));
+	for (uint32_t i = 0; i < ARRAY_LEN(acks_differs); i++) {
+		repl_ack_entry(&m, i, &seq, &res);
+		assert_int_equal(seq, acks_differs[i].seq);
+		assert_int_equal(res, acks_differs[i].res);
+	}
+	free(body);
+	/* nothing above "differs" has a meaning: refused, in any entry */
+	for (uint32_t i = 0; i < ARRAY_LEN(acks_differs); i++) {
+		size_t e = ENTRY(i) + offsetof(struct repl_ack_entry, res);
+		REJECT_BODY(w_ack_differs, e, 4, 2);
+		REJECT_BODY(w_ack_differs, e, 4, 3);
+		REJECT_BODY(w_ack_differs, e, 4, 0x7fffffff);
+		ACCEPT(w_ack_differs, e, 4, REPL_ACK_DIFFERS);
+		ACCEPT(w_ack_differs, e, 4, 0);
 	}
 }
 
@@ -1155,7 +1443,11 @@ static void test_gen_too_small(void **state)
 	REJECT_BODY(w_rs_done, B_OFF(repl_gen, gen_current), 8, 1);
 	REJECT_BODY(w_set_gen, B_OFF(repl_gen, gen_current), 8, 0);
 	REJECT_BODY(w_set_gen, B_OFF(repl_gen, gen_current), 8, 1);
+	REJECT_BODY(w_rs_start, B_OFF(repl_gen, gen_current), 8, 0);
+	REJECT_BODY(w_rs_start, B_OFF(repl_gen, gen_current), 8, 1);
 	ACCEPT(w_rs_done, B_OFF(repl_gen, gen_current), 8, 2);
+	ACCEPT(w_rs_start, B_OFF(repl_gen, gen_current), 8, 2);
+	ACCEPT(w_rs_start, B_OFF(repl_gen, gen_current), 8, UINT64_MAX);
 	ACCEPT(w_set_gen, B_OFF(repl_gen, gen_current), 8, UINT64_MAX);
 }
 
@@ -1223,6 +1515,14 @@ int main(void)
 		cmocka_unit_test(test_rt_ack),
 		cmocka_unit_test(test_rt_ping_pong),
 		cmocka_unit_test(test_rt_gen),
+		cmocka_unit_test(test_rt_rs_zero),
+		cmocka_unit_test(test_csum_bytes),
+		cmocka_unit_test(test_rt_csum),
+		cmocka_unit_test(test_csum_len_limit),
+		cmocka_unit_test(test_resync2_flags),
+		cmocka_unit_test(test_resync2_len),
+		cmocka_unit_test(test_rt_rs_start),
+		cmocka_unit_test(test_rt_ack_differs),
 		cmocka_unit_test(test_hdr_bad_magic),
 		cmocka_unit_test(test_hdr_unknown_type),
 		cmocka_unit_test(test_hdr_flags_reserved),
