@@ -47,7 +47,8 @@
 # resync is the whole volume; idle, both are cleaned every 2 s), TANDEM_TIMEOUT
 # (s to wait for the pair to connect, default 60),
 # PARTS (default "a b c d": which measurements run; (b) needs (a) for its
-# ratios), RESULTS=DIR (keep the result lines, fio's JSON and latency logs, the status
+# ratios), IDLE_RUNS (unshaped idle resyncs, each after its own disk
+# measurement, default 3), RESULTS=DIR (keep the result lines, fio's JSON and latency logs, the status
 # samples and the daemons' logs there), TANDEM_BUILD (default build).
 #
 # MB = 10^6 bytes; a link of R Mbit/s carries at most R/8 MB/s. Connect -> in
@@ -64,6 +65,7 @@ BIN=${TANDEM_BUILD:-build}
 LINK=${LINK:-100}
 RUNTIME=${RUNTIME:-20}
 PARTS=${PARTS:-a b c d}
+IDLE_RUNS=${IDLE_RUNS:-3}
 SIZE_MB=${SIZE_MB:-1024}
 RESYNC_MB=${RESYNC_MB:-512}
 SEED_MB=${SEED_MB:-1024}
@@ -336,13 +338,15 @@ elif cmd == "during":  # JSON LATLOG
                    resync_of_link=rs / link if link else None,
                    leftover=link - fg if link else None,
                    resync_of_leftover=rs / (link - fg) if link and link > fg else None)
-elif cmd == "idle":  # DISK_BPS
+elif cmd == "idle":  # DISK_BPS MIXED_BPS
     disk = float(a[0])
+    mixed = float(a[1])
     if rc == 0:
         n = rs_bytes if rs_bytes is not None else total
         d = rs_log_s if rs_log_s else t_sync - t_conn
         out.update(bytes=n, secs=d, resync_bps=n / d, of_link=n / d / link if link else None,
-                   disk_bps=disk or None, of_disk=n / d / disk if disk else None)
+                   disk_bps=disk or None, of_disk=n / d / disk if disk else None,
+                   mixed_bps=mixed or None, of_mixed=n / d / mixed if mixed else None)
 elif cmd == "seed":  # JSON LATLOG T_STOP STOPPED LIMIT
     t_stop = float(a[2])
     log = lat_log(a[1])
@@ -583,15 +587,34 @@ phase_b() {
 }
 
 DISK_BPS=0
+MIXED_BPS=0
 measure_disk() {
 	echo "# local disk: sequential write, $DISK_ENGINE, O_DIRECT, 1 MiB QD4, ${DISK_S} s" >&2
 	timeout -k 10 $((DISK_S + 300)) fio --name=disk --filename="$W/disk.test" \
 		--ioengine=$DISK_ENGINE --direct=1 --rw=write --bs=1M --iodepth=4 --size="${SIZE_MB}M" \
 		--time_based --runtime=$DISK_S --output-format=json > "$W/fio-disk.json" 2> "$W/fio.err" ||
 		die "fio on the local disk failed: $(tail -n 3 "$W/fio.err" | tr '\n' ' ')"
-	rm -f "$W/disk.test"
 	python3 "$W/an.py" disk "$W/fio-disk.json" >> "$RES"
 	DISK_BPS=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readlines()[-1])["bw"])' "$RES")
+	# What a resync on one shared disk needs: reading one file while writing
+	# another, at the same time (O_DIRECT, 1 MiB QD4 each): node a's image
+	# (written by the prefill) is read while the file just written is
+	# overwritten.
+	echo "# local disk: concurrent read + write, 1 MiB QD4 each, ${DISK_S} s" >&2
+	timeout -k 10 $((DISK_S + 300)) fio --ioengine=$DISK_ENGINE --direct=1 --bs=1M --iodepth=4 \
+		--time_based --runtime=$DISK_S --output-format=json \
+		--name=rd --filename="$W/a/vol0.img" --rw=read --size="${SIZE_MB}M" \
+		--name=wr --filename="$W/disk.test" --rw=write --size="${SIZE_MB}M" \
+		> "$W/fio-mixed.json" 2> "$W/fio.err" ||
+		die "fio on the local disk failed: $(tail -n 3 "$W/fio.err" | tr '\n' ' ')"
+	rm -f "$W/disk.test"
+	python3 - "$W/fio-mixed.json" >> "$RES" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))["jobs"]
+r = j[0]["read"]["bw_bytes"]; w = j[1]["write"]["bw_bytes"]
+print(json.dumps({"kind": "mixed", "read_bw": r, "write_bw": w}))
+PY
+	MIXED_BPS=$(python3 -c 'import json,sys; d=json.loads(open(sys.argv[1]).readlines()[-1]); print(min(d["read_bw"], d["write_bw"]))' "$RES")
 }
 
 phase_c() { # MBIT
@@ -604,9 +627,9 @@ phase_c() { # MBIT
 	wait "$PID_WAIT" || true
 	stop_pid "$PID_SAMPLE"
 	[ -s "$W/sync-c$1.txt" ] || die "wait-sync helper ended without a result ($(cat "$W/sync-c$1.txt.err"))"
-	local d=0
-	[ "$1" = 0 ] && d=$DISK_BPS
-	LINK=$1 analyze "$W/samples-c$1.txt" "$W/sync-c$1.txt" idle "$d"
+	local d=0 m=0
+	[ "$1" = 0 ] && d=$DISK_BPS && m=$MIXED_BPS
+	LINK=$1 analyze "$W/samples-c$1.txt" "$W/sync-c$1.txt" idle "$d" "$m"
 }
 
 phase_d() {
@@ -666,6 +689,17 @@ else
 fi
 
 part() { [[ " $PARTS " == *" $1 "* ]]; }
+# The disk's rates swing from one minute to the next here: each unshaped idle
+# resync is preceded by its own disk measurement, IDLE_RUNS times.
+idle_unshaped() {
+	local i
+	for ((i = 1; i <= IDLE_RUNS; i++)); do
+		[ $OK = 1 ] || return 0
+		[ "$i" = 1 ] || { in_sync "$SYNC_TIMEOUT" || { OK=0; return 0; }; }
+		measure_disk
+		phase_c 0
+	done
+}
 part a && [ $OK = 1 ] && phase_a
 [ $OK = 1 ] && { in_sync "$SYNC_TIMEOUT" || OK=0; }
 part b && [ $OK = 1 ] && phase_b
@@ -673,15 +707,13 @@ part b && [ $OK = 1 ] && phase_b
 if ! part c; then
 	:
 elif [ "$LINK" = 0 ] && [ $OK = 1 ]; then
-	measure_disk
-	phase_c 0
+	idle_unshaped
 elif [ $OK = 1 ]; then
 	phase_c "$LINK"
 	if [ "$IDLE_UNSHAPED" = 1 ]; then
 		in_sync "$SYNC_TIMEOUT" || OK=0
 		shape 0
-		[ $OK = 1 ] && measure_disk
-		[ $OK = 1 ] && phase_c 0
+		[ $OK = 1 ] && idle_unshaped
 		shape "$LINK"
 	fi
 fi
@@ -792,14 +824,24 @@ for c in [r for r in R if r["kind"] == "idle"]:
         rel = f"{c['of_link']:.2f} of link rate"
     elif c.get("of_disk") is not None:
         rel = f"{c['of_disk']:.2f} of local disk seq write ({c['disk_bps'] / 1e6:.0f} MB/s)"
+        if c.get("of_mixed") is not None:
+            rel += (f", {c['of_mixed']:.2f} of its rate reading and writing at once "
+                    f"({c['mixed_bps'] / 1e6:.0f} MB/s each way)")
     else:
         rel = ""
     rel += f"; connect -> in sync {c['sync_s']:.2f} s"
     row(name, val, rel)
     extra(name[:3] + (f" link {c['mbit']}" if c["mbit"] else " unshaped"), c, float(resync_mb))
-disk = one("disk")
-if disk:
+for disk, mx in zip([r for r in R if r["kind"] == "disk"], [r for r in R if r["kind"] == "mixed"]):
     row("    local disk seq write (fio)", f"{disk['bw'] / 1e6:.1f} MB/s", "O_DIRECT, 1 MiB QD4, 10 s")
+    row("    local disk read + write (fio)", f"{mx['read_bw'] / 1e6:.1f} + {mx['write_bw'] / 1e6:.1f} MB/s",
+        "two files at once, 1 MiB QD4 each: what a resync on one shared disk has")
+un = [c for c in R if c["kind"] == "idle" and not c["mbit"] and c.get("of_disk") is not None]
+if len(un) > 1:
+    med = lambda xs: sorted(xs)[len(xs) // 2]
+    row(f"(c) unshaped, median of {len(un)}", f"{med([c['resync_bps'] for c in un]) / 1e6:.0f} MB/s",
+        f"{med([c['of_disk'] for c in un]):.2f} of local disk seq write, "
+        f"{med([c['of_mixed'] for c in un if c.get('of_mixed')] or [0]):.2f} of its read + write rate")
 s = one("seed")
 if s:
     row("(d) seed replay: longest request",

@@ -48,6 +48,14 @@ void rsctl_fg_done(struct rsctl *c, uint64_t lat_ns, uint64_t bytes)
 	c->delivered += bytes;
 }
 
+static uint32_t pow2_floor(uint64_t x)
+{
+	uint32_t p = 1;
+	while ((uint64_t)p * 2 <= x && p < (1u << 30))
+		p *= 2;
+	return p;
+}
+
 void rsctl_rs_acked(struct rsctl *c, uint64_t rtt_ns, uint64_t bytes, uint64_t now)
 {
 	uint64_t m;
@@ -73,16 +81,11 @@ void rsctl_rs_acked(struct rsctl *c, uint64_t rtt_ns, uint64_t bytes, uint64_t n
 			c->startup = false;
 		else
 			c->window = MIN(c->window + bytes, (uint64_t)RSCTL_MAX_WINDOW);
+		/* requests grow with the window until the first interval sizes them */
+		c->piece = MAX(c->piece, MIN(pow2_floor(c->window / 8), c->max_piece));
 	}
 }
 
-static uint32_t pow2_floor(uint64_t x)
-{
-	uint32_t p = 1;
-	while ((uint64_t)p * 2 <= x && p < (1u << 30))
-		p *= 2;
-	return p;
-}
 
 static void size_piece(struct rsctl *c)
 {
