@@ -17,6 +17,7 @@
 #include "../ctl/ctl.h"
 #include "../ev/ev.h"
 #include "../nbd/nbd_server.h"
+#include "../iscsi/iscsi_server.h"
 #include "../repl/repl.h"
 #include "../vol/vol.h"
 
@@ -27,6 +28,7 @@ struct node {
 	struct vol *vols[CFG_MAX_VOLUMES];
 	unsigned nvols;
 	struct nbd_server *nbd;
+	struct iscsi_server *iscsi;
 	struct ctl_server *ctl;
 	struct repl_server *repl;
 	int sigfd;
@@ -106,9 +108,16 @@ static int start(struct node *n, char *err, size_t errlen)
 		}
 		log_info("NBD on %s", me->nbd);
 	}
-	if (me->iscsi[0])
-		log_warn("[node %s] iscsi = %s: the iSCSI front-end is not in this version; "
-			 "not listening", me->name, me->iscsi);
+	if (me->iscsi[0]) {
+		r = iscsi_server_new(n->ev, me->iscsi, n->cfg->cluster, n->vols, n->nvols,
+				     &n->iscsi);
+		if (r) {
+			snprintf(err, errlen, "%s: [node %s] iscsi: cannot listen on %s: %s",
+				 n->cfg->path, me->name, me->iscsi, strerror(-r));
+			return r;
+		}
+		log_info("iSCSI on %s", me->iscsi);
+	}
 	if (me->metrics[0])
 		log_warn("[node %s] metrics = %s: the metrics endpoint is not in this version; "
 			 "not listening", me->name, me->metrics);
@@ -132,17 +141,22 @@ static void stop(struct node *n)
 
 	if (n->nbd)
 		nbd_server_shutdown(n->nbd);
+	if (n->iscsi)
+		iscsi_server_shutdown(n->iscsi);
 	if (n->ctl)
 		ctl_server_shutdown(n->ctl);
 	uint64_t grace = now_ns() + 2ull * 1000000000ull;
 
 	/* In-flight requests complete and their replies go out first; clients
 	 * that do not read them get 2 s before their connections are cut. */
-	while (((n->nbd && nbd_server_conns(n->nbd)) || (n->ctl && ctl_server_conns(n->ctl))) &&
+	while (((n->nbd && nbd_server_conns(n->nbd)) || (n->ctl && ctl_server_conns(n->ctl)) ||
+		(n->iscsi && iscsi_server_conns(n->iscsi))) &&
 	       now_ns() < deadline) {
 		if (grace && now_ns() > grace) {
 			if (n->nbd)
 				nbd_server_abort(n->nbd);
+			if (n->iscsi)
+				iscsi_server_abort(n->iscsi);
 			grace = 0;
 		}
 		ev_run_once(n->ev, 100ull * 1000000ull);
@@ -171,6 +185,8 @@ static void stop(struct node *n)
 		repl_server_free(n->repl);
 	if (n->nbd && nbd_server_conns(n->nbd) == 0)
 		nbd_server_free(n->nbd);
+	if (n->iscsi && iscsi_server_conns(n->iscsi) == 0)
+		iscsi_server_free(n->iscsi);
 	if (n->ctl && ctl_server_conns(n->ctl) == 0)
 		ctl_server_free(n->ctl);
 }

@@ -1,0 +1,1289 @@
+/* iSCSI front-end: see iscsi_server.h. Sections: connections and output,
+ * login, discovery and text, SCSI tasks (commands, Data-Out, R2T, Data-In,
+ * status), task management, NOP and logout, the receive parser, the server. */
+#include "iscsi_server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "../common/list.h"
+#include "../common/log.h"
+#include "../common/util.h"
+#include "../net/net.h"
+#include "../scsi/scsi.h"
+#include "iscsi_pdu.h"
+#include "iscsi_text.h"
+
+#define RXBUF (64u << 10)
+#define CMD_WINDOW 128u            /* commands the initiator may have outstanding */
+#define MAX_XFER (32u << 20)       /* largest data transfer of one command */
+#define NOP_IDLE_NS (5ull * 1000000000ull)  /* ping an initiator silent this long */
+#define NOP_DEAD_NS (15ull * 1000000000ull) /* drop one silent this long */
+
+enum cstate { CS_LOGIN = 0, CS_FULL, CS_LOGOUT, CS_DEAD };
+
+struct iscsi_server {
+	struct ev_loop *ev;
+	struct net_listener lis;
+	char cluster[CFG_NAME_MAX];
+	char addr[CFG_ADDR_MAX];
+	struct vol **vols;
+	unsigned nvols;
+	struct list conns;
+	unsigned nconns;
+	uint16_t next_tsih;
+	bool shutting_down;
+};
+
+struct task;
+
+struct iconn {
+	struct net_conn net;
+	struct iscsi_server *srv;
+	enum cstate st;
+	bool discovery, net_closed, logged_in_once;
+	struct vol *vol;
+	struct scsi_lu lu;
+	char lu_serial[40], lu_iqn[ISCSI_VALUE_MAX + 1];
+	struct iscsi_params p;
+	uint8_t isid[6];
+	uint16_t tsih;
+	uint32_t stat_sn, exp_cmd_sn;
+	char initiator[ISCSI_VALUE_MAX + 1];
+	/* receive */
+	struct iscsi_bhs h;
+	bool have_hdr;
+	uint8_t *seg;          /* data segment of a non-data PDU */
+	struct task *rx_task;  /* task whose data is arriving (NULL: into seg or dropped) */
+	uint64_t skip;         /* bytes to drop (AHS, padding, refused data) */
+	/* login text across PDUs with the C bit */
+	struct iscsi_text *login_in;
+	/* tasks */
+	struct list tasks;
+	unsigned ntasks;
+	uint32_t next_ttt;
+	unsigned refs;         /* outgoing PDUs and tasks in flight */
+	uint64_t last_rx_ns;
+	bool nop_out;          /* a ping is waiting for its answer */
+	struct ev_timer nop_timer;
+	struct ev_deferred reap;
+	struct list link;
+};
+
+struct task {
+	struct vol_io io;
+	struct iconn *c;
+	uint32_t itt, ttt, cmd_sn;
+	uint64_t lun;
+	uint32_t expected;    /* expected data transfer length */
+	uint8_t cdb[ISCSI_CDB_LEN];
+	bool aborted, io_busy, r2t_out, unsol_open, owned;
+	uint8_t *buf;
+	uint32_t buf_len;
+	uint32_t received;    /* write data received (in order: DataPDUInOrder=Yes) */
+	uint32_t r2t_end;     /* the R2T outstanding asks for data up to here */
+	uint32_t r2tsn, datasn;
+	unsigned refs;
+	struct scsi_req req;
+	struct scsi_extent *ext; /* UNMAP: extents still to run */
+	int next_ext, n_ext;
+	struct list link;
+};
+
+struct opdu {
+	struct net_tx tx;
+	struct iconn *c;
+	struct task *t; /* referenced while the PDU points into its buffer */
+	uint32_t len;
+	uint8_t buf[];
+};
+
+static void conn_kill(struct iconn *c, const char *why);
+static void task_put(struct task *t);
+static void lu_init(struct iconn *c);
+
+/* ---------- connections and output ---------- */
+
+static void conn_reap(struct ev_deferred *d)
+{
+	struct iconn *c = container_of(d, struct iconn, reap);
+	struct iscsi_server *s = c->srv;
+
+	if (!c->net_closed || c->refs)
+		return;
+	ev_timer_cancel(s->ev, &c->nop_timer);
+	list_del(&c->link);
+	s->nconns--;
+	free(c->seg);
+	free(c->login_in);
+	net_conn_destroy(&c->net);
+	free(c);
+}
+
+static void conn_unref(struct iconn *c)
+{
+	c->refs--;
+	if (c->net_closed && c->refs == 0)
+		ev_defer(c->srv->ev, &c->reap);
+}
+
+static void conn_kill(struct iconn *c, const char *why)
+{
+	if (c->st == CS_DEAD)
+		return;
+	if (why)
+		log_info("iscsi: closing connection %d (%s): %s", c->net.fd,
+			 c->initiator[0] ? c->initiator : "no login yet", why);
+	c->st = CS_DEAD;
+	net_close(&c->net);
+}
+
+static void opdu_done(struct net_tx *tx, int err)
+{
+	struct opdu *o = container_of(tx, struct opdu, tx);
+	struct iconn *c = o->c;
+	(void)err;
+	if (o->t)
+		task_put(o->t);
+	free(o);
+	if (c->st == CS_LOGOUT && c->ntasks == 0 && c->refs == 1)
+		conn_kill(c, NULL);
+	conn_unref(c);
+}
+
+/* A PDU with dlen bytes of contiguous data (zeroed padding included). */
+static struct opdu *opdu_new(struct iconn *c, uint8_t opcode, uint8_t flags, uint32_t dlen,
+			     uint32_t itt)
+{
+	uint32_t padded = (dlen + 3) & ~3u;
+	struct opdu *o = calloc(1, sizeof(*o) + ISCSI_BHS_LEN + padded);
+
+	if (!o)
+		return NULL;
+	o->c = c;
+	o->len = ISCSI_BHS_LEN + padded;
+	iscsi_bhs_init(o->buf, opcode, flags, dlen, itt);
+	return o;
+}
+
+/* Fills the sequence numbers (status: StatSN advances, I3) and sends. */
+static void opdu_send(struct iconn *c, struct opdu *o, bool status, const void *ext,
+		      uint32_t ext_len)
+{
+	uint32_t max_cmd = c->exp_cmd_sn + CMD_WINDOW - 1;
+
+	iscsi_put32(o->buf + 24, status ? c->stat_sn++ : c->stat_sn);
+	iscsi_put32(o->buf + 28, c->exp_cmd_sn);
+	iscsi_put32(o->buf + 32, max_cmd);
+	o->tx.iov[0].iov_base = o->buf;
+	o->tx.iov[0].iov_len = o->len;
+	o->tx.iovcnt = 1;
+	if (ext_len) {
+		o->tx.iov[1].iov_base = (void *)ext;
+		o->tx.iov[1].iov_len = ext_len;
+		o->tx.iovcnt = 2;
+	}
+	o->tx.done = opdu_done;
+	c->refs++;
+	net_send(&c->net, &o->tx);
+}
+
+static void send_reject(struct iconn *c, uint8_t reason, const uint8_t bhs[ISCSI_BHS_LEN])
+{
+	struct opdu *o = opdu_new(c, ISCSI_OP_REJECT, ISCSI_F_FINAL, ISCSI_BHS_LEN,
+				  ISCSI_RESERVED_TAG);
+	if (!o) {
+		conn_kill(c, "out of memory");
+		return;
+	}
+	o->buf[2] = reason;
+	memcpy(o->buf + ISCSI_BHS_LEN, bhs, ISCSI_BHS_LEN);
+	opdu_send(c, o, true, NULL, 0);
+}
+
+/* ---------- names ---------- */
+
+static void target_iqn(const struct iscsi_server *s, const struct vol *v, char *out, size_t len)
+{
+	snprintf(out, len, ISCSI_IQN_PREFIX "%s.%s", s->cluster, v->name);
+}
+
+static struct vol *find_target(struct iscsi_server *s, const char *iqn)
+{
+	char name[ISCSI_VALUE_MAX + 1];
+	for (unsigned i = 0; i < s->nvols; i++) {
+		target_iqn(s, s->vols[i], name, sizeof(name));
+		if (strcmp(name, iqn) == 0)
+			return s->vols[i];
+	}
+	return NULL;
+}
+
+/* "host:port,1": the configured address, or the connection's own. */
+static void portal(struct iconn *c, char *out, size_t len)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	char host[INET6_ADDRSTRLEN] = "127.0.0.1";
+	unsigned port = 3260;
+	const char *colon = strrchr(c->srv->addr, ':');
+
+	if (colon)
+		port = (unsigned)atoi(colon + 1);
+	if (getsockname(c->net.fd, (struct sockaddr *)&ss, &sl) == 0) {
+		if (ss.ss_family == AF_INET) {
+			struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+			inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
+			port = ntohs(a->sin_port);
+		} else if (ss.ss_family == AF_INET6) {
+			struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+			char h6[INET6_ADDRSTRLEN];
+			inet_ntop(AF_INET6, &a->sin6_addr, h6, sizeof(h6));
+			snprintf(host, sizeof(host), "[%s]", h6);
+			port = ntohs(a->sin6_port);
+		}
+	}
+	snprintf(out, len, "%s:%u,1", host, port);
+}
+
+/* ---------- login ---------- */
+
+struct login_ctx {
+	struct iconn *c;
+	struct iscsi_text *out;
+	char target[ISCSI_VALUE_MAX + 1];
+	char session_type[32];
+	bool auth_none_ok, saw_auth, bad;
+	char why[160];
+};
+
+static int login_key(void *ctx, const char *key, const char *val)
+{
+	struct login_ctx *l = ctx;
+	struct iconn *c = l->c;
+	char resp[64];
+
+	if (strcmp(key, "InitiatorName") == 0) {
+		snprintf(c->initiator, sizeof(c->initiator), "%s", val);
+		return 0;
+	}
+	if (strcmp(key, "TargetName") == 0) {
+		snprintf(l->target, sizeof(l->target), "%s", val);
+		return 0;
+	}
+	if (strcmp(key, "SessionType") == 0) {
+		snprintf(l->session_type, sizeof(l->session_type), "%s", val);
+		return 0;
+	}
+	if (strcmp(key, "InitiatorAlias") == 0 || strcmp(key, "TargetAlias") == 0)
+		return 0;
+	if (strcmp(key, "AuthMethod") == 0) {
+		char tmp[ISCSI_VALUE_MAX + 1], *save = NULL, *tok;
+		l->saw_auth = true;
+		snprintf(tmp, sizeof(tmp), "%s", val);
+		for (tok = strtok_r(tmp, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+			if (strcmp(tok, "None") == 0)
+				l->auth_none_ok = true;
+		return iscsi_text_add(l->out, "AuthMethod", l->auth_none_ok ? "None" : "Reject");
+	}
+	if (iscsi_negotiate(&c->p, key, val, resp, sizeof(resp))) {
+		snprintf(l->why, sizeof(l->why), "bad value for %s: '%s'", key, val);
+		l->bad = true;
+	}
+	if (resp[0])
+		return iscsi_text_add(l->out, key, resp);
+	if (strcmp(key, "MaxRecvDataSegmentLength") == 0) {
+		char mine[16];
+		snprintf(mine, sizeof(mine), "%u", ISCSI_TGT_MRDSL);
+		return iscsi_text_add(l->out, "MaxRecvDataSegmentLength", mine);
+	}
+	return 0;
+}
+
+static void login_reply(struct iconn *c, const struct iscsi_bhs *h, uint8_t flags, uint16_t status,
+			const struct iscsi_text *txt)
+{
+	uint32_t dlen = txt ? txt->len : 0;
+	struct opdu *o = opdu_new(c, ISCSI_OP_LOGIN_RSP, flags, dlen, h->itt);
+
+	if (!o) {
+		conn_kill(c, "out of memory");
+		return;
+	}
+	o->buf[2] = 0;    /* version max */
+	o->buf[3] = 0;    /* version active */
+	memcpy(o->buf + 8, c->isid, 6);
+	iscsi_put16(o->buf + 14, status == ISCSI_LOGIN_OK ? c->tsih : 0);
+	o->buf[36] = (uint8_t)(status >> 8);
+	o->buf[37] = (uint8_t)status;
+	if (dlen)
+		memcpy(o->buf + ISCSI_BHS_LEN, txt->buf, dlen);
+	opdu_send(c, o, true, NULL, 0);
+}
+
+static void login_fail(struct iconn *c, const struct iscsi_bhs *h, uint16_t status,
+		       const char *why)
+{
+	log_warn("iscsi: login of %s refused: %s", c->initiator[0] ? c->initiator : "(unnamed)",
+		 why);
+	login_reply(c, h, 0, status, NULL);
+	conn_kill(c, NULL);
+}
+
+static void handle_login(struct iconn *c, const struct iscsi_bhs *h, const uint8_t *data)
+{
+	struct login_ctx l = { .c = c };
+	struct iscsi_text *out;
+	uint8_t csg = ISCSI_LOGIN_CSG(h->flags), nsg = ISCSI_LOGIN_NSG(h->flags);
+	bool transit = h->flags & ISCSI_LOGIN_T;
+	uint8_t flags;
+	int r;
+
+	if (h->b3 > 0) { /* version-min above 0: drafts only this target does not speak */
+		login_fail(c, h, ISCSI_LOGIN_UNSUPPORTED_VERSION, "unsupported version");
+		return;
+	}
+	if (!c->logged_in_once) {
+		memcpy(c->isid, h->isid, 6);
+		c->exp_cmd_sn = h->w24;
+		c->stat_sn = h->w28; /* ExpStatSN of the first login is ours to start from */
+		if (!c->tsih)
+			c->tsih = ++c->srv->next_tsih ? c->srv->next_tsih : ++c->srv->next_tsih;
+	}
+	/* Text continued across PDUs (C bit): collected, answered at the end. */
+	if (!c->login_in && !(c->login_in = calloc(1, sizeof(*c->login_in)))) {
+		conn_kill(c, "out of memory");
+		return;
+	}
+	if (h->dsl > sizeof(c->login_in->buf) - c->login_in->len) {
+		login_fail(c, h, ISCSI_LOGIN_INIT_ERROR, "login text too long");
+		return;
+	}
+	memcpy(c->login_in->buf + c->login_in->len, data, h->dsl);
+	c->login_in->len += h->dsl;
+	if (h->flags & ISCSI_LOGIN_C) {
+		login_reply(c, h, (uint8_t)(csg << 2 | nsg), ISCSI_LOGIN_OK, NULL);
+		return;
+	}
+	out = calloc(1, sizeof(*out));
+	if (!out) {
+		conn_kill(c, "out of memory");
+		return;
+	}
+	l.out = out;
+	r = iscsi_text_parse((const uint8_t *)c->login_in->buf, c->login_in->len, login_key, &l);
+	c->login_in->len = 0;
+	if (r) {
+		free(out);
+		login_fail(c, h, ISCSI_LOGIN_INIT_ERROR, "malformed login text");
+		return;
+	}
+	if (l.bad) {
+		free(out);
+		login_fail(c, h, ISCSI_LOGIN_INIT_ERROR, l.why);
+		return;
+	}
+	if (!c->logged_in_once) {
+		if (!c->initiator[0]) {
+			free(out);
+			login_fail(c, h, ISCSI_LOGIN_MISSING_PARAM, "no InitiatorName");
+			return;
+		}
+		c->discovery = strcmp(l.session_type, "Discovery") == 0;
+		if (!c->discovery) {
+			c->vol = l.target[0] ? find_target(c->srv, l.target) : NULL;
+			if (!c->vol) {
+				free(out);
+				login_fail(c, h, l.target[0] ? ISCSI_LOGIN_NOT_FOUND :
+							      ISCSI_LOGIN_MISSING_PARAM,
+					   l.target[0] ? "no such target" : "no TargetName");
+				return;
+			}
+		}
+		iscsi_text_add(out, "TargetPortalGroupTag", "1");
+		c->logged_in_once = true;
+		if (c->vol)
+			lu_init(c);
+	}
+	if (csg == ISCSI_STAGE_SECURITY && l.saw_auth && !l.auth_none_ok) {
+		free(out);
+		login_fail(c, h, ISCSI_LOGIN_AUTH_FAILED, "no acceptable AuthMethod (None)");
+		return;
+	}
+	if (csg > ISCSI_STAGE_OPERATIONAL || csg == 2 ||
+	    (transit && (nsg <= csg || nsg == 2))) {
+		free(out);
+		login_fail(c, h, ISCSI_LOGIN_INIT_ERROR, "invalid login stage transition");
+		return;
+	}
+	flags = (uint8_t)(csg << 2);
+	if (transit)
+		flags |= ISCSI_LOGIN_T | nsg;
+	login_reply(c, h, flags, ISCSI_LOGIN_OK, out);
+	free(out);
+	if (transit && nsg == ISCSI_STAGE_FULL) {
+		c->st = CS_FULL;
+		log_info("iscsi: %s logged in to %s%s", c->initiator,
+			 c->discovery ? "discovery" : "target ",
+			 c->discovery ? "" : c->vol->name);
+	}
+}
+
+/* ---------- text (SendTargets) ---------- */
+
+struct text_ctx {
+	struct iconn *c;
+	struct iscsi_text *out;
+};
+
+static int text_key(void *ctx, const char *key, const char *val)
+{
+	struct text_ctx *t = ctx;
+	struct iscsi_server *s = t->c->srv;
+	char name[ISCSI_VALUE_MAX + 1], addr[96];
+
+	if (strcmp(key, "SendTargets") != 0)
+		return iscsi_text_add(t->out, key, "NotUnderstood");
+	portal(t->c, addr, sizeof(addr));
+	for (unsigned i = 0; i < s->nvols; i++) {
+		struct vol *v = s->vols[i];
+		if (!t->c->discovery && v != t->c->vol)
+			continue;
+		target_iqn(s, v, name, sizeof(name));
+		if (strcmp(val, "All") != 0 && strcmp(val, name) != 0 && val[0])
+			continue;
+		if (iscsi_text_add(t->out, "TargetName", name) ||
+		    iscsi_text_add(t->out, "TargetAddress", addr))
+			return -ENOSPC;
+	}
+	return 0;
+}
+
+static void handle_text(struct iconn *c, const struct iscsi_bhs *h, const uint8_t *data)
+{
+	struct text_ctx t = { .c = c };
+	struct opdu *o;
+
+	if (h->flags & 0x40) { /* continue: not used by this target's answers */
+		send_reject(c, ISCSI_REJECT_CMD_NOT_SUPPORTED, (const uint8_t *)data - 0);
+		return;
+	}
+	t.out = calloc(1, sizeof(*t.out));
+	if (!t.out || iscsi_text_parse(data, h->dsl, text_key, &t) ||
+	    t.out->len > c->p.mrdsl_initiator) {
+		free(t.out);
+		conn_kill(c, "malformed or too large text request");
+		return;
+	}
+	o = opdu_new(c, ISCSI_OP_TEXT_RSP, ISCSI_F_FINAL, t.out->len, h->itt);
+	if (!o) {
+		free(t.out);
+		conn_kill(c, "out of memory");
+		return;
+	}
+	iscsi_put32(o->buf + 20, ISCSI_RESERVED_TAG);
+	memcpy(o->buf + ISCSI_BHS_LEN, t.out->buf, t.out->len);
+	free(t.out);
+	opdu_send(c, o, true, NULL, 0);
+}
+
+/* ---------- SCSI tasks ---------- */
+
+static void task_free(struct task *t)
+{
+	struct iconn *c = t->c;
+	list_del(&t->link);
+	c->ntasks--;
+	free(t->buf);
+	free(t->ext);
+	free(t);
+	if (c->st == CS_LOGOUT && c->ntasks == 0 && c->refs == 1)
+		conn_kill(c, NULL);
+	conn_unref(c);
+}
+
+static void task_put(struct task *t)
+{
+	if (--t->refs == 0)
+		task_free(t);
+}
+
+/* Drops the reference the task holds on itself until its data is all in
+ * (or it is answered without I/O, or aborted). Idempotent. */
+static void task_release(struct task *t)
+{
+	if (!t->owned)
+		return;
+	t->owned = false;
+	task_put(t);
+}
+
+static struct task *task_find(struct iconn *c, uint32_t itt)
+{
+	struct list *pos, *tmp;
+	list_for_each_safe(pos, tmp, &c->tasks) {
+		struct task *t = container_of(pos, struct task, link);
+		if (t->itt == itt)
+			return t;
+	}
+	return NULL;
+}
+
+/* SCSI Response: status, sense, residuals. */
+static void send_status(struct task *t, uint8_t status, const uint8_t *sense, uint32_t sense_len,
+			uint32_t xfer)
+{
+	struct iconn *c = t->c;
+	uint32_t dlen = sense_len ? sense_len + 2 : 0;
+	struct opdu *o;
+
+	if (t->aborted || c->st == CS_DEAD)
+		return;
+	o = opdu_new(c, ISCSI_OP_SCSI_RSP, ISCSI_F_FINAL, dlen, t->itt);
+	if (!o) {
+		conn_kill(c, "out of memory");
+		return;
+	}
+	o->buf[2] = 0; /* command completed at target */
+	o->buf[3] = status;
+	if (xfer < t->expected) {
+		o->buf[1] |= ISCSI_RSP_UNDERFLOW;
+		iscsi_put32(o->buf + 44, t->expected - xfer);
+	} else if (xfer > t->expected) {
+		o->buf[1] |= ISCSI_RSP_OVERFLOW;
+		iscsi_put32(o->buf + 44, xfer - t->expected);
+	}
+	iscsi_put32(o->buf + 36, t->datasn);
+	if (sense_len) {
+		iscsi_put16(o->buf + ISCSI_BHS_LEN, (uint16_t)sense_len);
+		memcpy(o->buf + ISCSI_BHS_LEN + 2, sense, sense_len);
+	}
+	opdu_send(c, o, true, NULL, 0);
+}
+
+/* Data-In of len bytes at data (the last PDU carries GOOD status: phase
+ * collapse); in_buf: data points into t->buf (block data, no padding). */
+static void send_data_in(struct task *t, const uint8_t *data, uint32_t len, bool in_buf)
+{
+	struct iconn *c = t->c;
+	uint32_t sent = MIN(len, t->expected), off = 0;
+	uint32_t seg = MAX(c->p.mrdsl_initiator, 512u);
+
+	if (t->aborted || c->st == CS_DEAD)
+		return;
+	do {
+		uint32_t n = MIN(seg, sent - off);
+		bool last = off + n >= sent;
+		struct opdu *o = opdu_new(c, ISCSI_OP_DATA_IN, last ? ISCSI_F_FINAL : 0,
+					  in_buf ? 0 : n, t->itt);
+		if (!o) {
+			conn_kill(c, "out of memory");
+			return;
+		}
+		/* DataSegmentLength is n even when the data travels separately */
+		o->buf[5] = (uint8_t)(n >> 16);
+		o->buf[6] = (uint8_t)(n >> 8);
+		o->buf[7] = (uint8_t)n;
+		iscsi_put32(o->buf + 20, ISCSI_RESERVED_TAG);
+		iscsi_put32(o->buf + 36, t->datasn++);
+		iscsi_put32(o->buf + 40, off);
+		if (last) {
+			o->buf[1] |= ISCSI_DIN_STATUS;
+			o->buf[3] = 0; /* GOOD */
+			if (len < t->expected) {
+				o->buf[1] |= ISCSI_DIN_UNDERFLOW;
+				iscsi_put32(o->buf + 44, t->expected - len);
+			} else if (len > t->expected) {
+				o->buf[1] |= ISCSI_DIN_OVERFLOW;
+				iscsi_put32(o->buf + 44, len - t->expected);
+			}
+		}
+		if (in_buf) {
+			o->t = t;
+			t->refs++;
+			opdu_send(c, o, last, data + off, n);
+		} else {
+			memcpy(o->buf + ISCSI_BHS_LEN, data + off, n);
+			opdu_send(c, o, last, NULL, 0);
+		}
+		off += n;
+	} while (off < sent);
+}
+
+static void task_finish_req(struct task *t)
+{
+	struct scsi_req *q = &t->req;
+
+	if (q->status == 0 && q->data_len)
+		send_data_in(t, q->data, q->data_len, false);
+	else
+		send_status(t, q->status, q->sense, q->sense_len, q->data_len);
+}
+
+static void io_done(struct vol_io *io, int res)
+{
+	struct task *t = container_of(io, struct task, io);
+
+	t->io_busy = false;
+	if (res) {
+		scsi_error(&t->req, res);
+		send_status(t, t->req.status, t->req.sense, t->req.sense_len, 0);
+	} else if (t->req.op == BS_READ) {
+		send_data_in(t, t->buf, t->req.data_in_len, true);
+	} else if (t->ext && t->next_ext < t->n_ext) {
+		struct scsi_extent *e = &t->ext[t->next_ext++];
+		struct vol_io *vio = &t->io;
+		t->io_busy = true;
+		vio->off = e->off;
+		vio->len = e->len;
+		vol_submit(t->c->vol, vio);
+		return; /* the reference carries over */
+	} else {
+		send_status(t, 0, NULL, 0, t->req.data_out_len);
+	}
+	task_put(t);
+}
+
+static void task_submit(struct task *t, enum bs_op op, uint64_t off, uint64_t len, bool fua)
+{
+	t->io_busy = true;
+	t->io.type = op;
+	t->io.flags = fua ? BS_F_FUA : 0;
+	t->io.off = off;
+	t->io.len = len;
+	t->io.buf = (op == BS_READ || op == BS_WRITE) ? t->buf : NULL;
+	t->io.cb = io_done;
+	t->refs++;
+	vol_submit(t->c->vol, &t->io);
+}
+
+/* All of a write's data is here (or there was none to wait for). */
+static void task_data_complete(struct task *t)
+{
+	struct scsi_req *q = &t->req;
+
+	if (t->aborted)
+		return;
+	if (q->needs_params) {
+		int n;
+		t->ext = calloc(SCSI_UNMAP_MAX_DESC, sizeof(*t->ext));
+		if (!t->ext) {
+			scsi_error(q, -ENOMEM);
+			send_status(t, q->status, q->sense, q->sense_len, t->received);
+			return;
+		}
+		n = scsi_params(&t->c->lu, t->cdb, ISCSI_CDB_LEN, t->buf, t->received, t->ext,
+				SCSI_UNMAP_MAX_DESC, q);
+		if (n <= 0) {
+			send_status(t, q->status, q->sense, q->sense_len, t->received);
+			return;
+		}
+		t->n_ext = n;
+		t->next_ext = 1;
+		task_submit(t, q->op, t->ext[0].off, t->ext[0].len, q->fua);
+		return;
+	}
+	task_submit(t, q->op, q->off, q->len, q->fua);
+}
+
+static void send_r2t(struct task *t)
+{
+	struct iconn *c = t->c;
+	uint32_t want = MIN(c->p.max_burst, t->req.data_out_len - t->received);
+	struct opdu *o;
+
+	if (t->aborted || c->st == CS_DEAD)
+		return;
+	o = opdu_new(c, ISCSI_OP_R2T, ISCSI_F_FINAL, 0, t->itt);
+	if (!o) {
+		conn_kill(c, "out of memory");
+		return;
+	}
+	t->ttt = ++c->next_ttt == ISCSI_RESERVED_TAG ? ++c->next_ttt : c->next_ttt;
+	t->r2t_out = true;
+	t->r2t_end = t->received + want;
+	for (int i = 0; i < 8; i++)
+		o->buf[8 + i] = (uint8_t)(t->lun >> (56 - 8 * i));
+	iscsi_put32(o->buf + 20, t->ttt);
+	iscsi_put32(o->buf + 36, t->r2tsn++);
+	iscsi_put32(o->buf + 40, t->received);
+	iscsi_put32(o->buf + 44, want);
+	opdu_send(c, o, false, NULL, 0);
+}
+
+/* After data arrived for t: more to ask for, or done. */
+static void task_data_progress(struct task *t)
+{
+	if (t->received >= t->req.data_out_len) {
+		t->r2t_out = false;
+		t->unsol_open = false;
+		task_data_complete(t);
+		task_release(t);
+		return;
+	}
+	if (t->unsol_open)
+		return; /* unsolicited Data-Out still coming */
+	if (!t->r2t_out || t->received >= t->r2t_end)
+		send_r2t(t);
+}
+
+static void lu_refresh(struct iconn *c)
+{
+	struct vol *v = c->vol;
+	c->lu.ready = v->role == VOL_PRIMARY && !v->demoting && v->disk != VOL_FAILED &&
+		      v->disk != VOL_DISKLESS;
+}
+
+static void lu_init(struct iconn *c)
+{
+	struct vol *v = c->vol;
+	const uint8_t *u = v->md->sb.volume_uuid;
+
+	memset(&c->lu, 0, sizeof(c->lu));
+	c->lu.size = v->size;
+	c->lu.block = 512;
+	/* NAA 6 (IEEE Registered Extended): the company id is left zero, the
+	 * vendor-specific part is the volume UUID: the same device on every node */
+	c->lu.naa[0] = 0x60;
+	memcpy(c->lu.naa + 1, u, 15);
+	snprintf(c->lu_serial, sizeof(c->lu_serial), "%02x%02x%02x%02x%02x%02x%02x%02x%02x%02x%02x%02x%02x%02x%02x%02x",
+		 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12],
+		 u[13], u[14], u[15]);
+	target_iqn(c->srv, v, c->lu_iqn, sizeof(c->lu_iqn));
+	c->lu.vendor = "TANDEM";
+	c->lu.product = v->name;
+	c->lu.serial = c->lu_serial;
+	c->lu.target_name = c->lu_iqn;
+	c->lu.thin = true;
+	c->lu.write_cache = true;
+	c->lu.max_xfer_blocks = MAX_XFER / 512;
+	lu_refresh(c);
+}
+
+/* A command's CmdSN must lie in [ExpCmdSN, MaxCmdSN] (serial arithmetic). */
+static bool cmdsn_ok(struct iconn *c, const struct iscsi_bhs *h)
+{
+	uint32_t d = h->w24 - c->exp_cmd_sn;
+	return h->immediate || d < CMD_WINDOW;
+}
+
+static void cmdsn_advance(struct iconn *c, const struct iscsi_bhs *h)
+{
+	if (!h->immediate && h->w24 - c->exp_cmd_sn < CMD_WINDOW)
+		c->exp_cmd_sn = h->w24 + 1;
+}
+
+/* A SCSI Command PDU; its immediate data (h->dsl bytes) is received next,
+ * into the task's buffer or dropped. Returns the task to receive into. */
+static struct task *handle_cmd(struct iconn *c, const struct iscsi_bhs *h)
+{
+	struct task *t;
+	struct scsi_req *q;
+
+	if (c->discovery) {
+		send_reject(c, ISCSI_REJECT_PROTOCOL, (const uint8_t[ISCSI_BHS_LEN]){ 0 });
+		conn_kill(c, "SCSI command in a discovery session");
+		return NULL;
+	}
+	if (task_find(c, h->itt)) {
+		conn_kill(c, "task tag already in use");
+		return NULL;
+	}
+	t = calloc(1, sizeof(*t));
+	if (!t) {
+		conn_kill(c, "out of memory");
+		return NULL;
+	}
+	t->c = c;
+	t->itt = h->itt;
+	t->lun = h->lun;
+	t->cmd_sn = h->w24;
+	t->expected = h->w20;
+	memcpy(t->cdb, h->cdb, ISCSI_CDB_LEN);
+	t->refs = 1;
+	t->owned = true;
+	list_add_tail(&c->tasks, &t->link);
+	c->ntasks++;
+	c->refs++;
+	q = &t->req;
+	lu_refresh(c);
+	/* LUN 0 only: the first level addressing of LUN 0 is all zero */
+	scsi_exec(h->lun == 0 ? &c->lu : NULL, t->cdb, ISCSI_CDB_LEN, t->expected, q);
+	if (q->kind == SCSI_IO && (q->data_out_len || q->data_in_len)) {
+		uint32_t n = MAX(q->data_out_len, q->data_in_len);
+		if (n > MAX_XFER || (q->data_out_len && !(h->flags & ISCSI_CMD_WRITE)) ||
+		    (q->data_in_len && !(h->flags & ISCSI_CMD_READ))) {
+			scsi_error(q, -EPROTO);
+		} else if (posix_memalign((void **)&t->buf, 4096, MAX(n, 4096u))) {
+			t->buf = NULL;
+			scsi_error(q, -ENOMEM);
+		} else {
+			t->buf_len = n;
+		}
+	}
+	if (q->kind == SCSI_IO && q->data_out_len &&
+	    (h->dsl > q->data_out_len || (h->dsl && !c->p.immediate_data) ||
+	     h->dsl > c->p.first_burst))
+		scsi_error(q, -EPROTO);
+	if (q->kind != SCSI_IO || q->status) {
+		/* answered now; data the initiator sends anyway is dropped (its
+		 * Data-Out finds no task) */
+		task_finish_req(t);
+		task_release(t);
+		return NULL;
+	}
+	if (q->data_out_len) {
+		t->unsol_open = !(h->flags & ISCSI_F_FINAL);
+		if (t->unsol_open && c->p.initial_r2t) {
+			conn_kill(c, "unsolicited data with InitialR2T=Yes");
+			return NULL;
+		}
+		t->refs++; /* the receive's reference */
+		return t;  /* immediate data, if any, goes to t->buf; then progress */
+	}
+	task_data_complete(t);
+	task_release(t);
+	return NULL;
+}
+
+static void handle_tmf(struct iconn *c, const struct iscsi_bhs *h)
+{
+	uint8_t fn = h->flags & 0x7f, rsp = ISCSI_TMF_RSP_COMPLETE;
+	struct list *pos, *tmp;
+	struct opdu *o;
+
+	switch (fn) {
+	case ISCSI_TMF_ABORT_TASK: {
+		struct task *t = task_find(c, h->w20);
+		if (!t) {
+			rsp = ISCSI_TMF_RSP_NO_TASK;
+			break;
+		}
+		t->aborted = true;
+		task_release(t);
+		break;
+	}
+	case ISCSI_TMF_ABORT_TASK_SET:
+	case ISCSI_TMF_CLEAR_TASK_SET:
+	case ISCSI_TMF_LUN_RESET:
+	case ISCSI_TMF_TARGET_WARM_RESET:
+	case ISCSI_TMF_TARGET_COLD_RESET:
+		list_for_each_safe(pos, tmp, &c->tasks) {
+			struct task *t = container_of(pos, struct task, link);
+			t->aborted = true;
+			task_release(t);
+		}
+		break;
+	default:
+		rsp = ISCSI_TMF_RSP_NOT_SUPPORTED;
+	}
+	o = opdu_new(c, ISCSI_OP_TASK_RSP, ISCSI_F_FINAL, 0, h->itt);
+	if (!o) {
+		conn_kill(c, "out of memory");
+		return;
+	}
+	o->buf[2] = rsp;
+	opdu_send(c, o, true, NULL, 0);
+	if (fn == ISCSI_TMF_TARGET_COLD_RESET)
+		conn_kill(c, "target cold reset");
+}
+
+static void handle_nop(struct iconn *c, const struct iscsi_bhs *h, const uint8_t *data)
+{
+	struct opdu *o;
+
+	if (h->itt == ISCSI_RESERVED_TAG) {
+		c->nop_out = false; /* the answer to our ping */
+		return;
+	}
+	o = opdu_new(c, ISCSI_OP_NOP_IN, ISCSI_F_FINAL, h->dsl, h->itt);
+	if (!o) {
+		conn_kill(c, "out of memory");
+		return;
+	}
+	iscsi_put32(o->buf + 20, ISCSI_RESERVED_TAG);
+	if (h->dsl)
+		memcpy(o->buf + ISCSI_BHS_LEN, data, h->dsl);
+	opdu_send(c, o, true, NULL, 0);
+}
+
+static void handle_logout(struct iconn *c, const struct iscsi_bhs *h)
+{
+	struct opdu *o = opdu_new(c, ISCSI_OP_LOGOUT_RSP, ISCSI_F_FINAL, 0, h->itt);
+
+	if (!o) {
+		conn_kill(c, "out of memory");
+		return;
+	}
+	o->buf[2] = 0; /* closed successfully */
+	iscsi_put16(o->buf + 40, (uint16_t)c->p.time2wait);
+	iscsi_put16(o->buf + 42, 0);
+	c->st = CS_LOGOUT;
+	log_info("iscsi: %s logged out", c->initiator);
+	opdu_send(c, o, true, NULL, 0);
+}
+
+/* The idle initiator check: a NOP-In ping after NOP_IDLE_NS of silence, the
+ * connection dropped after NOP_DEAD_NS. */
+static void nop_tick(struct ev_timer *tm)
+{
+	struct iconn *c = container_of(tm, struct iconn, nop_timer);
+	uint64_t idle = ev_now(c->srv->ev) - c->last_rx_ns;
+
+	if (c->st == CS_DEAD)
+		return;
+	if (idle >= NOP_DEAD_NS) {
+		conn_kill(c, "initiator does not answer");
+		return;
+	}
+	if (c->st == CS_FULL && idle >= NOP_IDLE_NS && !c->nop_out) {
+		struct opdu *o = opdu_new(c, ISCSI_OP_NOP_IN, ISCSI_F_FINAL, 0, ISCSI_RESERVED_TAG);
+		if (o) {
+			uint32_t ttt = ++c->next_ttt == ISCSI_RESERVED_TAG ? ++c->next_ttt : c->next_ttt;
+			iscsi_put32(o->buf + 20, ttt);
+			c->nop_out = true;
+			opdu_send(c, o, false, NULL, 0);
+		}
+	}
+	ev_timer_arm(c->srv->ev, &c->nop_timer, 1000000000ull);
+}
+
+/* ---------- receiving ---------- */
+
+static void dispatch(struct iconn *c);
+
+static void data_done(struct net_conn *nc, int err)
+{
+	struct iconn *c = container_of(nc, struct iconn, net);
+	if (err) {
+		if (c->rx_task) {
+			struct task *t = c->rx_task;
+			c->rx_task = NULL;
+			t->aborted = true;
+			task_put(t);
+		}
+		return;
+	}
+	c->skip += ((c->h.dsl + 3) & ~3u) - c->h.dsl;
+	dispatch(c);
+}
+
+/* The PDU (header, and data when it has any) is complete. */
+static void dispatch(struct iconn *c)
+{
+	struct iscsi_bhs *h = &c->h;
+	struct task *t = c->rx_task;
+
+	c->have_hdr = false;
+	c->rx_task = NULL;
+	if (c->st == CS_DEAD) {
+		if (t)
+			task_put(t);
+		return;
+	}
+	switch (h->opcode) {
+	case ISCSI_OP_LOGIN_REQ:
+		handle_login(c, h, c->seg);
+		break;
+	case ISCSI_OP_TEXT_REQ:
+		handle_text(c, h, c->seg);
+		break;
+	case ISCSI_OP_NOP_OUT:
+		handle_nop(c, h, c->seg);
+		break;
+	case ISCSI_OP_SCSI_CMD:
+	case ISCSI_OP_DATA_OUT:
+		if (!t)
+			break;
+		t->received += h->dsl;
+		if (h->opcode == ISCSI_OP_DATA_OUT && (h->flags & ISCSI_F_FINAL)) {
+			if (h->w20 == ISCSI_RESERVED_TAG)
+				t->unsol_open = false;
+			else
+				t->r2t_out = false;
+		}
+		if (!t->aborted)
+			task_data_progress(t);
+		task_put(t); /* the receive's reference */
+		break;
+	default:
+		break;
+	}
+	free(c->seg);
+	c->seg = NULL;
+}
+
+/* A Data-Out PDU: where its data goes (NULL: dropped). */
+static struct task *data_out_target(struct iconn *c, const struct iscsi_bhs *h)
+{
+	struct task *t = task_find(c, h->itt);
+	uint32_t off = h->w40;
+
+	if (!t || t->aborted || !t->owned) {
+		log_debug("iscsi: Data-Out for a task that takes none (%08x) dropped", h->itt);
+		return NULL;
+	}
+	if (off != t->received || (uint64_t)off + h->dsl > t->req.data_out_len ||
+	    (h->w20 == ISCSI_RESERVED_TAG ? !t->unsol_open ||
+						    (uint64_t)off + h->dsl > c->p.first_burst :
+					    !t->r2t_out || h->w20 != t->ttt ||
+						    (uint64_t)off + h->dsl > t->r2t_end)) {
+		conn_kill(c, "Data-Out outside what was asked for");
+		return NULL;
+	}
+	t->refs++;
+	return t;
+}
+
+static void on_rx(struct net_conn *nc)
+{
+	struct iconn *c = container_of(nc, struct iconn, net);
+
+	c->last_rx_ns = ev_now(c->srv->ev);
+	while (c->st != CS_DEAD && !nc->closing) {
+		size_t avail = net_rx_avail(nc);
+		uint32_t max_dsl;
+		struct iscsi_bhs *h = &c->h;
+
+		if (c->skip) {
+			size_t n = MIN((uint64_t)avail, c->skip);
+			if (!n)
+				return;
+			net_rx_consume(nc, n);
+			c->skip -= n;
+			continue;
+		}
+		if (avail < ISCSI_BHS_LEN)
+			return;
+		max_dsl = c->st == CS_LOGIN ? ISCSI_TEXT_MAX : ISCSI_TGT_MRDSL;
+		if (iscsi_bhs_decode(net_rx_peek(nc), 0, max_dsl, h)) {
+			if (c->st == CS_FULL && (net_rx_peek(nc)[0] & ISCSI_OP_MASK) < 0x20 &&
+			    h->ahs_len == 0 && h->dsl <= max_dsl) {
+				/* a known frame with an opcode we do not serve */
+				send_reject(c, ISCSI_REJECT_CMD_NOT_SUPPORTED, net_rx_peek(nc));
+				net_rx_consume(nc, ISCSI_BHS_LEN);
+				c->skip = (h->dsl + 3u) & ~3u;
+				continue;
+			}
+			conn_kill(c, "malformed PDU header");
+			return;
+		}
+		net_rx_consume(nc, ISCSI_BHS_LEN);
+		c->have_hdr = true;
+		/* I1: only Login before the full feature phase */
+		if (c->st == CS_LOGIN && h->opcode != ISCSI_OP_LOGIN_REQ) {
+			conn_kill(c, "PDU before login");
+			return;
+		}
+		if (c->st == CS_FULL && h->opcode == ISCSI_OP_LOGIN_REQ) {
+			conn_kill(c, "login in the full feature phase");
+			return;
+		}
+		if (c->st == CS_LOGOUT) {
+			c->skip = (h->dsl + 3u) & ~3u;
+			c->have_hdr = false;
+			continue;
+		}
+		if ((h->opcode == ISCSI_OP_SCSI_CMD || h->opcode == ISCSI_OP_TASK_REQ ||
+		     h->opcode == ISCSI_OP_TEXT_REQ || h->opcode == ISCSI_OP_LOGOUT_REQ ||
+		     (h->opcode == ISCSI_OP_NOP_OUT && h->itt != ISCSI_RESERVED_TAG)) &&
+		    c->st == CS_FULL) {
+			if (!cmdsn_ok(c, h)) {
+				send_reject(c, ISCSI_REJECT_PROTOCOL, net_rx_peek(nc) - ISCSI_BHS_LEN);
+				c->skip = (h->dsl + 3u) & ~3u;
+				c->have_hdr = false;
+				continue;
+			}
+			cmdsn_advance(c, h);
+		}
+		switch (h->opcode) {
+		case ISCSI_OP_SCSI_CMD:
+			c->rx_task = handle_cmd(c, h);
+			if (c->st == CS_DEAD)
+				return;
+			if (!c->rx_task) {
+				/* answered already; immediate data dropped */
+				c->skip = (h->dsl + 3u) & ~3u;
+				c->have_hdr = false;
+				continue;
+			}
+			if (!h->dsl) {
+				dispatch(c);
+				continue;
+			}
+			net_rx_direct(nc, c->rx_task->buf, h->dsl, data_done);
+			if (nc->direct_cb)
+				return; /* the rest arrives later */
+			continue;
+		case ISCSI_OP_DATA_OUT: {
+			struct task *t = data_out_target(c, h);
+			if (c->st == CS_DEAD)
+				return;
+			if (!t) {
+				c->skip = (h->dsl + 3u) & ~3u;
+				c->have_hdr = false;
+				continue;
+			}
+			c->rx_task = t;
+			if (!h->dsl) {
+				dispatch(c);
+				continue;
+			}
+			net_rx_direct(nc, t->buf + h->w40, h->dsl, data_done);
+			if (nc->direct_cb)
+				return;
+			continue;
+		}
+		case ISCSI_OP_TASK_REQ:
+			handle_tmf(c, h);
+			c->have_hdr = false;
+			continue;
+		case ISCSI_OP_LOGOUT_REQ:
+			handle_logout(c, h);
+			c->have_hdr = false;
+			continue;
+		case ISCSI_OP_SNACK_REQ:
+			send_reject(c, ISCSI_REJECT_SNACK, net_rx_peek(nc) - ISCSI_BHS_LEN);
+			c->have_hdr = false;
+			continue;
+		default:
+			break;
+		}
+		/* login, text, NOP-Out: the data segment into c->seg */
+		c->seg = malloc(h->dsl + 4u);
+		if (!c->seg) {
+			conn_kill(c, "out of memory");
+			return;
+		}
+		if (!h->dsl) {
+			dispatch(c);
+			continue;
+		}
+		net_rx_direct(nc, c->seg, h->dsl, data_done);
+		if (nc->direct_cb)
+			return;
+	}
+}
+
+static void on_closed(struct net_conn *nc)
+{
+	struct iconn *c = container_of(nc, struct iconn, net);
+	struct list *pos, *tmp;
+
+	c->st = CS_DEAD;
+	c->net_closed = true;
+	if (c->rx_task) {
+		struct task *t = c->rx_task;
+		c->rx_task = NULL;
+		task_put(t);
+	}
+	/* tasks still waiting for data never will get it */
+	list_for_each_safe(pos, tmp, &c->tasks) {
+		struct task *t = container_of(pos, struct task, link);
+		t->aborted = true;
+		task_release(t);
+	}
+	c->refs++;
+	conn_unref(c);
+}
+
+static const struct net_conn_ops iscsi_net_ops = {
+	.on_rx = on_rx,
+	.on_closed = on_closed,
+};
+
+/* ---------- the server ---------- */
+
+static void on_accept(struct net_listener *l, int fd)
+{
+	struct iscsi_server *s = container_of(l, struct iscsi_server, lis);
+	struct iconn *c;
+
+	if (s->shutting_down) {
+		close(fd);
+		return;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		close(fd);
+		return;
+	}
+	c->srv = s;
+	c->st = CS_LOGIN;
+	c->reap.fn = conn_reap;
+	c->nop_timer.fn = nop_tick;
+	list_init(&c->tasks);
+	iscsi_params_default(&c->p);
+	c->p.initial_r2t = false; /* our offer; the initiator's Yes wins (OR) */
+	c->p.immediate_data = true;
+	c->p.max_burst = ISCSI_MAX_BURST;
+	c->p.first_burst = ISCSI_FIRST_BURST;
+	list_add(&s->conns, &c->link);
+	s->nconns++;
+	if (net_conn_init(&c->net, s->ev, fd, RXBUF, &iscsi_net_ops)) {
+		close(fd);
+		c->net.fd = -1;
+		c->net_closed = true;
+		c->refs++;
+		conn_unref(c);
+		return;
+	}
+	c->last_rx_ns = ev_now(s->ev);
+	ev_timer_arm(s->ev, &c->nop_timer, 1000000000ull);
+}
+
+int iscsi_server_new(struct ev_loop *ev, const char *addr, const char *cluster,
+		     struct vol **vols, unsigned nvols, struct iscsi_server **out)
+{
+	struct iscsi_server *s = calloc(1, sizeof(*s));
+	int r;
+
+	if (!s)
+		return -ENOMEM;
+	s->ev = ev;
+	list_init(&s->conns);
+	s->vols = vols;
+	s->nvols = nvols;
+	snprintf(s->cluster, sizeof(s->cluster), "%s", cluster);
+	snprintf(s->addr, sizeof(s->addr), "%s", addr);
+	r = net_listen(&s->lis, ev, addr, on_accept);
+	if (r) {
+		free(s);
+		return r;
+	}
+	*out = s;
+	return 0;
+}
+
+void iscsi_server_shutdown(struct iscsi_server *s)
+{
+	struct list *pos, *tmp;
+
+	s->shutting_down = true;
+	net_listener_close(&s->lis);
+	list_for_each_safe(pos, tmp, &s->conns)
+		conn_kill(container_of(pos, struct iconn, link), NULL);
+}
+
+void iscsi_server_abort(struct iscsi_server *s)
+{
+	struct list *pos, *tmp;
+	list_for_each_safe(pos, tmp, &s->conns)
+		net_abort(&container_of(pos, struct iconn, link)->net);
+}
+
+unsigned iscsi_server_conns(const struct iscsi_server *s)
+{
+	return s->nconns;
+}
+
+void iscsi_server_free(struct iscsi_server *s)
+{
+	free(s);
+}

@@ -1,0 +1,39 @@
+/* iSCSI front-end (RFC 7143) over src/net, SCSI commands through src/scsi,
+ * I/O through src/vol: one target per volume, IQN
+ * iqn.2026-11.org.tandem:<cluster>.<volume>, LUN 0; SendTargets discovery.
+ *
+ * Connection states and transitions:
+ *   LOGIN  -> FULL     [login response with T=1 and NSG=FullFeature]
+ *   LOGIN  -> DEAD     [login refused (status != 0 sent), malformed PDU]
+ *   FULL   -> LOGOUT   [Logout request: answered once tasks are done]
+ *   FULL   -> DEAD     [protocol error, peer gone, idle initiator not answering NOP-In]
+ *   LOGOUT -> DEAD     [logout response sent]
+ * Invariants:
+ *   I1. Nothing but Login is accepted before FULL (data before login drops
+ *       the connection); a PDU's lengths are checked before anything is
+ *       read into a buffer of that size.
+ *   I2. Every SCSI task gets exactly one final status (Data-In with S, or
+ *       SCSI Response), unless it was aborted by task management.
+ *   I3. StatSN advances by one for every PDU that carries status.
+ * Owns: its listener, connections and tasks. Never: touches a store directly. */
+#ifndef TANDEM_ISCSI_SERVER_H
+#define TANDEM_ISCSI_SERVER_H
+
+#include "../config/config.h"
+#include "../ev/ev.h"
+#include "../vol/vol.h"
+
+struct iscsi_server;
+
+#define ISCSI_IQN_PREFIX "iqn.2026-11.org.tandem:"
+
+/* Serves vols (borrowed) on addr; advertise is the address SendTargets
+ * reports ("" = the connection's local address). */
+int iscsi_server_new(struct ev_loop *ev, const char *addr, const char *cluster,
+		     struct vol **vols, unsigned nvols, struct iscsi_server **out);
+void iscsi_server_shutdown(struct iscsi_server *s);
+void iscsi_server_abort(struct iscsi_server *s);
+unsigned iscsi_server_conns(const struct iscsi_server *s);
+void iscsi_server_free(struct iscsi_server *s);
+
+#endif
