@@ -86,9 +86,11 @@ struct task {
 	bool aborted, io_busy, r2t_out, unsol_open, owned;
 	uint8_t *buf;
 	uint32_t buf_len;
+	uint32_t want;        /* write data the initiator sends: its expected length */
 	uint32_t received;    /* write data received (in order: DataPDUInOrder=Yes) */
 	uint32_t r2t_end;     /* the R2T outstanding asks for data up to here */
 	uint32_t r2tsn, datasn;
+	uint32_t dout_sn;     /* DataSN the next Data-Out of this sequence carries */
 	unsigned refs;
 	struct scsi_req req;
 	struct scsi_extent *ext; /* UNMAP: extents still to run */
@@ -577,6 +579,10 @@ static void send_data_in(struct task *t, const uint8_t *data, uint32_t len, bool
 
 	if (t->aborted || c->st == CS_DEAD)
 		return;
+	if (sent == 0) { /* nothing fits the expected length: status only */
+		send_status(t, 0, NULL, 0, len);
+		return;
+	}
 	do {
 		uint32_t n = MIN(seg, sent - off);
 		bool last = off + n >= sent;
@@ -668,8 +674,21 @@ static void task_data_complete(struct task *t)
 {
 	struct scsi_req *q = &t->req;
 
+	uint32_t use = MIN(q->data_out_len, t->received);
+
 	if (t->aborted)
 		return;
+	/* An expected length short of the command's data: only whole blocks of
+	 * what came are written, and the overflow is reported (SAM-5 5.4). */
+	if (!q->needs_params && use < q->data_out_len) {
+		use -= use % t->c->lu.block;
+		if (!use) {
+			send_status(t, 0, NULL, 0, q->data_out_len);
+			return;
+		}
+		task_submit(t, q->op, q->off, use, q->fua);
+		return;
+	}
 	if (q->needs_params) {
 		int n;
 		t->ext = calloc(SCSI_UNMAP_MAX_DESC, sizeof(*t->ext));
@@ -678,7 +697,7 @@ static void task_data_complete(struct task *t)
 			send_status(t, q->status, q->sense, q->sense_len, t->received);
 			return;
 		}
-		n = scsi_params(&t->c->lu, t->cdb, ISCSI_CDB_LEN, t->buf, t->received, t->ext,
+		n = scsi_params(&t->c->lu, t->cdb, ISCSI_CDB_LEN, t->buf, use, t->ext,
 				SCSI_UNMAP_MAX_DESC, q);
 		if (n <= 0) {
 			send_status(t, q->status, q->sense, q->sense_len, t->received);
@@ -695,7 +714,7 @@ static void task_data_complete(struct task *t)
 static void send_r2t(struct task *t)
 {
 	struct iconn *c = t->c;
-	uint32_t want = MIN(c->p.max_burst, t->req.data_out_len - t->received);
+	uint32_t want = MIN(c->p.max_burst, t->want - t->received);
 	struct opdu *o;
 
 	if (t->aborted || c->st == CS_DEAD)
@@ -708,6 +727,7 @@ static void send_r2t(struct task *t)
 	t->ttt = ++c->next_ttt == ISCSI_RESERVED_TAG ? ++c->next_ttt : c->next_ttt;
 	t->r2t_out = true;
 	t->r2t_end = t->received + want;
+	t->dout_sn = 0; /* DataSN starts again with every R2T */
 	for (int i = 0; i < 8; i++)
 		o->buf[8 + i] = (uint8_t)(t->lun >> (56 - 8 * i));
 	iscsi_put32(o->buf + 20, t->ttt);
@@ -720,7 +740,7 @@ static void send_r2t(struct task *t)
 /* After data arrived for t: more to ask for, or done. */
 static void task_data_progress(struct task *t)
 {
-	if (t->received >= t->req.data_out_len) {
+	if (t->received >= t->want) {
 		t->r2t_out = false;
 		t->unsol_open = false;
 		task_data_complete(t);
@@ -814,11 +834,16 @@ static struct task *handle_cmd(struct iconn *c, const struct iscsi_bhs *h)
 	q = &t->req;
 	lu_refresh(c);
 	/* LUN 0 only: the first level addressing of LUN 0 is all zero */
-	scsi_exec(h->lun == 0 ? &c->lu : NULL, t->cdb, ISCSI_CDB_LEN, t->expected, q);
+	/* The expected length only shapes the data transfer here (residuals,
+	 * and a write of no more than what came), so the command layer sees
+	 * none. */
+	scsi_exec(h->lun == 0 ? &c->lu : NULL, t->cdb, ISCSI_CDB_LEN, UINT32_MAX, q);
+	if (q->kind == SCSI_IO && q->data_out_len)
+		t->want = t->expected;
 	if (q->kind == SCSI_IO && (q->data_out_len || q->data_in_len)) {
-		uint32_t n = MAX(q->data_out_len, q->data_in_len);
-		if (n > MAX_XFER || (q->data_out_len && !(h->flags & ISCSI_CMD_WRITE)) ||
-		    (q->data_in_len && !(h->flags & ISCSI_CMD_READ))) {
+		uint32_t n = MAX(MAX(q->data_out_len, q->data_in_len), t->want);
+		/* the R and W bits are not checked: the CDB says what happens */
+		if (n > MAX_XFER) {
 			scsi_error(q, -EPROTO);
 		} else if (posix_memalign((void **)&t->buf, 4096, MAX(n, 4096u))) {
 			t->buf = NULL;
@@ -828,13 +853,18 @@ static struct task *handle_cmd(struct iconn *c, const struct iscsi_bhs *h)
 		}
 	}
 	if (q->kind == SCSI_IO && q->data_out_len &&
-	    (h->dsl > q->data_out_len || (h->dsl && !c->p.immediate_data) ||
-	     h->dsl > c->p.first_burst))
+	    (h->dsl > t->want || (h->dsl && !c->p.immediate_data) || h->dsl > c->p.first_burst))
 		scsi_error(q, -EPROTO);
 	if (q->kind != SCSI_IO || q->status) {
 		/* answered now; data the initiator sends anyway is dropped (its
 		 * Data-Out finds no task) */
 		task_finish_req(t);
+		task_release(t);
+		return NULL;
+	}
+	if (q->data_out_len && !t->want) {
+		/* the command's data, but none expected: overflow, nothing written */
+		send_status(t, 0, NULL, 0, q->data_out_len);
 		task_release(t);
 		return NULL;
 	}
@@ -1029,7 +1059,12 @@ static struct task *data_out_target(struct iconn *c, const struct iscsi_bhs *h)
 		log_debug("iscsi: Data-Out for a task that takes none (%08x) dropped", h->itt);
 		return NULL;
 	}
-	if (off != t->received || (uint64_t)off + h->dsl > t->req.data_out_len ||
+	if (h->w36 != t->dout_sn) {
+		conn_kill(c, "Data-Out out of DataSN order");
+		return NULL;
+	}
+	t->dout_sn++;
+	if (off != t->received || (uint64_t)off + h->dsl > t->want ||
 	    (h->w20 == ISCSI_RESERVED_TAG ? !t->unsol_open ||
 						    (uint64_t)off + h->dsl > c->p.first_burst :
 					    !t->r2t_out || h->w20 != t->ttt ||
