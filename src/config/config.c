@@ -233,13 +233,16 @@ static int add_ref(struct parse *p, const char *key, const char *node, const cha
 }
 
 /* Key tables: a bit per key detects duplicates within a section. */
-static const char *const cluster_keys[] = { "name", "secret", "witness", "peer-timeout", NULL };
+static const char *const cluster_keys[] = { "name", "secret", "witness", "peer-timeout",
+					    "auth", "chap-user", "chap-secret", "chap-mutual-user",
+					    "chap-mutual-secret", NULL };
 static const char *const node_keys[] = { "replication", "iscsi", "nbd", "control",
 					 "data-dir", "metrics", "busy-poll",
 					 "replication-advertise", NULL };
 static const char *const volume_keys[] = { "size", "nodes", "replication", "async-backlog",
 					   "resync-rate", "cache", "bitmap-granularity",
-					   "resync-checksum", NULL };
+					   "resync-checksum", "auth", "chap-user", "chap-secret",
+					   "chap-mutual-user", "chap-mutual-secret", NULL };
 
 static int key_index(const char *const *keys, const char *key)
 {
@@ -316,8 +319,53 @@ static int begin_section(struct parse *p, const char *section)
 	return -1;
 }
 
+/* auth, chap-*: 1 when key is one of them (handled, or failed), 0 if not. */
+static int handle_auth(struct parse *p, struct cfg_auth *a, const char *key, const char *val,
+		       int *rc)
+{
+	char *dst = NULL;
+
+	*rc = 0;
+	if (strcmp(key, "auth") == 0) {
+		a->set = true;
+		if (strcmp(val, "chap") == 0) {
+			a->chap = true;
+		} else if (strcmp(val, "none") == 0) {
+			a->chap = false;
+		} else {
+			fail(p, p->line, key, "'%s' is neither none nor chap", val);
+			*rc = -1;
+		}
+		return 1;
+	}
+	if (strcmp(key, "chap-user") == 0)
+		dst = a->user;
+	else if (strcmp(key, "chap-secret") == 0)
+		dst = a->secret;
+	else if (strcmp(key, "chap-mutual-user") == 0)
+		dst = a->muser;
+	else if (strcmp(key, "chap-mutual-secret") == 0)
+		dst = a->msecret;
+	else
+		return 0;
+	a->set = true;
+	if (!*val || strlen(val) >= CFG_CHAP_MAX) {
+		fail(p, p->line, key, "must be 1 to %d characters", CFG_CHAP_MAX - 1);
+		*rc = -1;
+		return 1;
+	}
+	/* RFC 7143 12.1.3: CHAP secrets of at least 12 bytes are recommended;
+	 * fewer is allowed but weak. */
+	snprintf(dst, CFG_CHAP_MAX, "%s", val);
+	return 1;
+}
+
 static int handle_cluster(struct parse *p, const char *key, const char *val)
 {
+	int rc;
+
+	if (handle_auth(p, &p->cfg->auth, key, val, &rc))
+		return rc;
 	struct cfg *c = p->cfg;
 
 	if (strcmp(key, "name") == 0) {
@@ -405,7 +453,10 @@ static int handle_node(struct parse *p, const char *key, const char *val)
 static int handle_volume(struct parse *p, const char *key, const char *val)
 {
 	struct cfg_volume *v = &p->cfg->volumes[p->idx];
+	int rc;
 
+	if (handle_auth(p, &v->auth, key, val, &rc))
+		return rc;
 	if (strcmp(key, "size") == 0) {
 		if (set_size(p, key, val, &v->size))
 			return -1;
@@ -533,6 +584,28 @@ static int handler(void *user, const char *section, const char *key, const char 
 	return handle_volume(p, key, val) == 0;
 }
 
+/* CHAP needs a user and a secret; mutual CHAP both of its own, different
+ * from the initiator's secret (RFC 7143 12.1.3). */
+static int check_auth(struct parse *p, const struct cfg_auth *a, int line, const char *where)
+{
+	if (!a->chap)
+		return 0;
+	if (!a->user[0] || !a->secret[0]) {
+		fail(p, line, NULL, "%s: auth = chap needs chap-user and chap-secret", where);
+		return -1;
+	}
+	if (!a->muser[0] != !a->msecret[0]) {
+		fail(p, line, NULL, "%s: mutual CHAP needs both chap-mutual-user and "
+				    "chap-mutual-secret", where);
+		return -1;
+	}
+	if (a->msecret[0] && strcmp(a->secret, a->msecret) == 0) {
+		fail(p, line, NULL, "%s: chap-mutual-secret must differ from chap-secret", where);
+		return -1;
+	}
+	return 0;
+}
+
 static int resolve(struct parse *p)
 {
 	struct cfg *c = p->cfg;
@@ -651,7 +724,19 @@ static int resolve(struct parse *p)
 				return -1;
 			}
 		}
+		if (v->auth.set) {
+			char where[CFG_NAME_MAX + 16];
+			snprintf(where, sizeof(where), "[volume %s]", v->name);
+			if (check_auth(p, &v->auth, v->line, where))
+				return -1;
+		} else {
+			v->auth = c->auth;
+			v->auth.set = false;
+		}
 	}
+	snprintf(p->section, sizeof(p->section), "cluster");
+	if (check_auth(p, &c->auth, p->cluster_line, "[cluster]"))
+		return -1;
 	return 0;
 }
 

@@ -43,6 +43,17 @@ struct cfg_node {
 	unsigned busy_poll_us; /* event loop polling window; 0 = sleep at once */
 };
 
+/* iSCSI login authentication (auth, chap-user, chap-secret, chap-mutual-user,
+ * chap-mutual-secret): at cluster level for discovery and as every volume's
+ * default; a volume's own keys replace the cluster's. */
+#define CFG_CHAP_MAX 256
+struct cfg_auth {
+	bool set;  /* given in this section */
+	bool chap; /* auth = chap */
+	char user[CFG_CHAP_MAX], secret[CFG_CHAP_MAX];
+	char muser[CFG_CHAP_MAX], msecret[CFG_CHAP_MAX]; /* mutual: "" = one-way */
+};
+
 struct cfg_volume {
 	char name[CFG_NAME_MAX];
 	uint64_t size;
@@ -52,6 +63,7 @@ struct cfg_volume {
 	uint64_t async_backlog;
 	uint64_t resync_rate; /* bytes/s; 0 = auto */
 	bool resync_checksum; /* resync compares digests before sending data */
+	struct cfg_auth auth; /* resolved: the volume's keys, else the cluster's */
 	enum cfg_cache cache;
 	uint64_t bitmap_granularity; /* bytes of data per change-bitmap bit */
 	char disk[CFG_MAX_NODES][CFG_PATH_MAX]; /* per cfg.nodes index; "" = data-dir file */
@@ -65,6 +77,7 @@ struct cfg {
 	char secret[CFG_NAME_MAX * 2];
 	char witness[CFG_ADDR_MAX];
 	unsigned peer_timeout_ms; /* a silent peer is declared gone after this */
+	struct cfg_auth auth;     /* iSCSI: discovery, and the volumes' default */
 	unsigned nnodes, nvolumes;
 	struct cfg_node nodes[CFG_MAX_NODES];
 	struct cfg_volume volumes[CFG_MAX_VOLUMES];

@@ -109,7 +109,7 @@ static int start(struct node *n, char *err, size_t errlen)
 		log_info("NBD on %s", me->nbd);
 	}
 	if (me->iscsi[0]) {
-		r = iscsi_server_new(n->ev, me->iscsi, n->cfg->cluster, n->vols, n->nvols,
+		r = iscsi_server_new(n->ev, me->iscsi, n->cfg, n->vols, n->nvols,
 				     &n->iscsi);
 		if (r) {
 			snprintf(err, errlen, "%s: [node %s] iscsi: cannot listen on %s: %s",

@@ -12,6 +12,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <sys/random.h>
+
 #include "../common/list.h"
 #include "../common/log.h"
 #include "../common/util.h"
@@ -32,6 +36,7 @@ struct iscsi_server {
 	struct ev_loop *ev;
 	struct net_listener lis;
 	char cluster[CFG_NAME_MAX];
+	const struct cfg *cfg;
 	char addr[CFG_ADDR_MAX];
 	struct vol **vols;
 	unsigned nvols;
@@ -64,6 +69,10 @@ struct iconn {
 	uint64_t skip;         /* bytes to drop (AHS, padding, refused data) */
 	/* login text across PDUs with the C bit */
 	struct iscsi_text *login_in;
+	/* CHAP (RFC 7143 12.1.3, RFC 1994) */
+	const struct cfg_auth *auth; /* what this login must pass; NULL until known */
+	enum { CHAP_OFF = 0, CHAP_WAIT_A, CHAP_WAIT_R, CHAP_OK } chap;
+	uint8_t chap_id, chap_chal[16];
 	/* tasks */
 	struct list tasks;
 	unsigned ntasks;
@@ -261,8 +270,10 @@ struct login_ctx {
 	struct iscsi_text *out;
 	char target[ISCSI_VALUE_MAX + 1];
 	char session_type[32];
-	bool auth_none_ok, saw_auth, bad;
+	bool auth_none_ok, auth_chap_ok, saw_auth, bad;
 	char why[160];
+	char chap_a[64], chap_n[ISCSI_VALUE_MAX + 1], chap_r[ISCSI_VALUE_MAX + 1];
+	char chap_i[16], chap_c[ISCSI_VALUE_MAX + 1];
 };
 
 static int login_key(void *ctx, const char *key, const char *val)
@@ -289,11 +300,25 @@ static int login_key(void *ctx, const char *key, const char *val)
 		char tmp[ISCSI_VALUE_MAX + 1], *save = NULL, *tok;
 		l->saw_auth = true;
 		snprintf(tmp, sizeof(tmp), "%s", val);
-		for (tok = strtok_r(tmp, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+		for (tok = strtok_r(tmp, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
 			if (strcmp(tok, "None") == 0)
 				l->auth_none_ok = true;
-		return iscsi_text_add(l->out, "AuthMethod", l->auth_none_ok ? "None" : "Reject");
+			if (strcmp(tok, "CHAP") == 0)
+				l->auth_chap_ok = true;
+		}
+		return 0; /* answered once the target (and its auth) is known */
 	}
+#define CHAPKEY(name, field)                                                  \
+	if (strcmp(key, name) == 0) {                                         \
+		snprintf(l->field, sizeof(l->field), "%s", val);              \
+		return 0;                                                     \
+	}
+	CHAPKEY("CHAP_A", chap_a)
+	CHAPKEY("CHAP_N", chap_n)
+	CHAPKEY("CHAP_R", chap_r)
+	CHAPKEY("CHAP_I", chap_i)
+	CHAPKEY("CHAP_C", chap_c)
+#undef CHAPKEY
 	if (iscsi_negotiate(&c->p, key, val, resp, sizeof(resp))) {
 		snprintf(l->why, sizeof(l->why), "bad value for %s: '%s'", key, val);
 		l->bad = true;
@@ -336,6 +361,144 @@ static void login_fail(struct iconn *c, const struct iscsi_bhs *h, uint16_t stat
 		 why);
 	login_reply(c, h, 0, status, NULL);
 	conn_kill(c, NULL);
+}
+
+static const struct cfg_auth *vol_auth(struct iscsi_server *s, const struct vol *v)
+{
+	for (unsigned i = 0; i < s->cfg->nvolumes; i++)
+		if (strcmp(s->cfg->volumes[i].name, v->name) == 0)
+			return &s->cfg->volumes[i].auth;
+	return &s->cfg->auth;
+}
+
+static int hexval(char ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	if (ch >= 'a' && ch <= 'f')
+		return ch - 'a' + 10;
+	if (ch >= 'A' && ch <= 'F')
+		return ch - 'A' + 10;
+	return -1;
+}
+
+/* "0x..." hex (RFC 7143 5.1 binary-value) into out; its length, or -1. */
+static int hex_decode(const char *v, uint8_t *out, size_t max)
+{
+	size_t n = 0;
+
+	if (strncmp(v, "0x", 2) && strncmp(v, "0X", 2))
+		return -1;
+	v += 2;
+	if (!*v || strlen(v) % 2 || strlen(v) / 2 > max)
+		return -1;
+	for (; *v; v += 2) {
+		int hi = hexval(v[0]), lo = hexval(v[1]);
+		if (hi < 0 || lo < 0)
+			return -1;
+		out[n++] = (uint8_t)(hi << 4 | lo);
+	}
+	return (int)n;
+}
+
+static void hex_encode(const uint8_t *in, size_t n, char *out)
+{
+	out[0] = '0';
+	out[1] = 'x';
+	for (size_t i = 0; i < n; i++)
+		sprintf(out + 2 + 2 * i, "%02x", in[i]);
+}
+
+/* CHAP response: MD5(id || secret || challenge) (RFC 1994 4.1). */
+static int chap_md5(uint8_t id, const char *secret, const uint8_t *chal, size_t clen,
+		    uint8_t out[16])
+{
+	EVP_MD_CTX *m = EVP_MD_CTX_new();
+	unsigned n = 16;
+	int ok = m && EVP_DigestInit_ex(m, EVP_md5(), NULL) && EVP_DigestUpdate(m, &id, 1) &&
+		 EVP_DigestUpdate(m, secret, strlen(secret)) &&
+		 EVP_DigestUpdate(m, chal, clen) && EVP_DigestFinal_ex(m, out, &n);
+	EVP_MD_CTX_free(m);
+	return ok ? 0 : -1;
+}
+
+/* The security stage: AuthMethod, then CHAP_A -> challenge, then CHAP_N and
+ * CHAP_R (and for mutual CHAP the initiator's CHAP_I/CHAP_C, answered).
+ * Returns NULL to go on, or why the login fails. */
+static const char *chap_step(struct iconn *c, struct login_ctx *l, struct iscsi_text *out)
+{
+	const struct cfg_auth *a = c->auth;
+	char buf[2 * 1024 + 3];
+
+	if (!a->chap) {
+		if (l->saw_auth) {
+			if (!l->auth_none_ok)
+				return "the initiator offers no AuthMethod this target accepts (None)";
+			iscsi_text_add(out, "AuthMethod", "None");
+		}
+		return NULL;
+	}
+	if (c->chap == CHAP_OFF) {
+		if (!l->saw_auth || !l->auth_chap_ok)
+			return "CHAP required, not offered by the initiator";
+		iscsi_text_add(out, "AuthMethod", "CHAP");
+		c->chap = CHAP_WAIT_A;
+		return NULL;
+	}
+	if (c->chap == CHAP_WAIT_A) {
+		char tmp[64], *save = NULL, *tok;
+		bool md5 = false;
+		snprintf(tmp, sizeof(tmp), "%s", l->chap_a);
+		for (tok = strtok_r(tmp, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+			if (strcmp(tok, "5") == 0)
+				md5 = true;
+		if (!md5)
+			return "CHAP without MD5 (CHAP_A=5)";
+		if (getrandom(c->chap_chal, sizeof(c->chap_chal), 0) != sizeof(c->chap_chal) ||
+		    getrandom(&c->chap_id, 1, 0) != 1)
+			return "no random bytes for the CHAP challenge";
+		snprintf(tmp, sizeof(tmp), "%u", c->chap_id);
+		hex_encode(c->chap_chal, sizeof(c->chap_chal), buf);
+		iscsi_text_add(out, "CHAP_A", "5");
+		iscsi_text_add(out, "CHAP_I", tmp);
+		iscsi_text_add(out, "CHAP_C", buf);
+		c->chap = CHAP_WAIT_R;
+		return NULL;
+	}
+	if (c->chap == CHAP_WAIT_R) {
+		uint8_t want[16], got[16], ichal[1024];
+		int n, clen;
+		if (!l->chap_n[0] || !l->chap_r[0])
+			return "CHAP_N and CHAP_R missing";
+		n = hex_decode(l->chap_r, got, sizeof(got));
+		if (chap_md5(c->chap_id, a->secret, c->chap_chal, sizeof(c->chap_chal), want) ||
+		    strcmp(l->chap_n, a->user) != 0 || n != 16 || CRYPTO_memcmp(got, want, 16)) {
+			log_warn("iscsi: CHAP: wrong user name or secret from %s (user '%s')",
+				 c->initiator, l->chap_n);
+			return "CHAP: wrong user name or secret";
+		}
+		if (l->chap_i[0] || l->chap_c[0]) {
+			/* the initiator wants the target to prove itself: mutual */
+			char *end;
+			unsigned long id = strtoul(l->chap_i, &end, 10);
+			if (!a->muser[0])
+				return "mutual CHAP asked for, none configured for this target";
+			clen = hex_decode(l->chap_c, ichal, sizeof(ichal));
+			if (!l->chap_i[0] || *end || id > 255 || clen <= 0)
+				return "malformed CHAP_I or CHAP_C";
+			if (clen == (int)sizeof(c->chap_chal) &&
+			    memcmp(ichal, c->chap_chal, sizeof(c->chap_chal)) == 0)
+				return "the initiator's CHAP challenge repeats the target's";
+			if (chap_md5((uint8_t)id, a->msecret, ichal, (size_t)clen, want))
+				return "CHAP: digest failed";
+			hex_encode(want, 16, buf);
+			iscsi_text_add(out, "CHAP_N", a->muser);
+			iscsi_text_add(out, "CHAP_R", buf);
+		}
+		c->chap = CHAP_OK;
+		return NULL;
+	}
+	return NULL;
 }
 
 static void handle_login(struct iconn *c, const struct iscsi_bhs *h, const uint8_t *data)
@@ -412,16 +575,27 @@ static void handle_login(struct iconn *c, const struct iscsi_bhs *h, const uint8
 		c->logged_in_once = true;
 		if (c->vol)
 			lu_init(c);
-	}
-	if (csg == ISCSI_STAGE_SECURITY && l.saw_auth && !l.auth_none_ok) {
-		free(out);
-		login_fail(c, h, ISCSI_LOGIN_AUTH_FAILED, "no acceptable AuthMethod (None)");
-		return;
+		c->auth = c->discovery ? &c->srv->cfg->auth : vol_auth(c->srv, c->vol);
 	}
 	if (csg > ISCSI_STAGE_OPERATIONAL || csg == 2 ||
 	    (transit && (nsg <= csg || nsg == 2))) {
 		free(out);
 		login_fail(c, h, ISCSI_LOGIN_INIT_ERROR, "invalid login stage transition");
+		return;
+	}
+	if (csg == ISCSI_STAGE_SECURITY) {
+		const char *why = chap_step(c, &l, out);
+		if (why) {
+			free(out);
+			login_fail(c, h, ISCSI_LOGIN_AUTH_FAILED, why);
+			return;
+		}
+		if (c->auth->chap && c->chap != CHAP_OK)
+			transit = false; /* the exchange goes on in this stage */
+	} else if (c->auth->chap && c->chap != CHAP_OK) {
+		free(out);
+		login_fail(c, h, ISCSI_LOGIN_AUTH_FAILED,
+			   "CHAP required, but the initiator skipped the security stage");
 		return;
 	}
 	flags = (uint8_t)(csg << 2);
@@ -1273,7 +1447,7 @@ static void on_accept(struct net_listener *l, int fd)
 	ev_timer_arm(s->ev, &c->nop_timer, 1000000000ull);
 }
 
-int iscsi_server_new(struct ev_loop *ev, const char *addr, const char *cluster,
+int iscsi_server_new(struct ev_loop *ev, const char *addr, const struct cfg *cfg,
 		     struct vol **vols, unsigned nvols, struct iscsi_server **out)
 {
 	struct iscsi_server *s = calloc(1, sizeof(*s));
@@ -1285,7 +1459,8 @@ int iscsi_server_new(struct ev_loop *ev, const char *addr, const char *cluster,
 	list_init(&s->conns);
 	s->vols = vols;
 	s->nvols = nvols;
-	snprintf(s->cluster, sizeof(s->cluster), "%s", cluster);
+	snprintf(s->cluster, sizeof(s->cluster), "%s", cfg->cluster);
+	s->cfg = cfg;
 	snprintf(s->addr, sizeof(s->addr), "%s", addr);
 	r = net_listen(&s->lis, ev, addr, on_accept);
 	if (r) {

@@ -27,9 +27,9 @@ struct iscsi_server;
 
 #define ISCSI_IQN_PREFIX "iqn.2026-11.org.tandem:"
 
-/* Serves vols (borrowed) on addr; advertise is the address SendTargets
- * reports ("" = the connection's local address). */
-int iscsi_server_new(struct ev_loop *ev, const char *addr, const char *cluster,
+/* Serves vols (borrowed) on addr; cfg (borrowed) gives the cluster name and
+ * the CHAP settings (cluster level for discovery, per volume for targets). */
+int iscsi_server_new(struct ev_loop *ev, const char *addr, const struct cfg *cfg,
 		     struct vol **vols, unsigned nvols, struct iscsi_server **out);
 void iscsi_server_shutdown(struct iscsi_server *s);
 void iscsi_server_abort(struct iscsi_server *s);
