@@ -28,10 +28,31 @@
 #                  and keep writing sequentially (1 MiB QD1) until in sync or
 #                  SEED_LIMIT s: the longest foreground request (stall) while
 #                  the resync ran, and how long the resync took
+#   (e) anchor     the same on qemu's side, in the same namespaces and on the
+#                  same link, Tandem idle: qemu-storage-daemon in A exports a
+#                  raw file of ANCHOR_MB MiB (random data, written locally
+#                  first, so the mirror copies all of it) over NBD (port 10810)
+#                  and mirrors it (blockdev-mirror sync=full copy-mode=
+#                  write-blocking) to qemu-nbd in B (10810), both O_DIRECT +
+#                  io_uring as in bench/repl.sh. The job of (a) starts as soon
+#                  as the mirror job exists (and TCP_NODELAY is set, below), so
+#                  it runs during the copy; query-block-jobs is sampled every
+#                  0.5 s on one QMP connection. Then, once the mirror is READY
+#                  (at most SYNC_TIMEOUT s after the job), the job again, in
+#                  sync: the anchor's baseline. Reported: both, the ratios to
+#                  that baseline, the copy's rate while the job ran (the fall
+#                  of len - offset: active writes add to both) as a fraction
+#                  of the link and of its leftover, mirror start -> READY, and
+#                  Tandem/anchor during the resync/copy with (b)'s figures.
+#                  TCP_NODELAY goes on the target's end of the mirror's
+#                  connection right after blockdev-mirror returns (the
+#                  connection exists from blockdev-add on; repl.sh sets it
+#                  after READY, which here would be after the copy); see
+#                  bench/repl.sh for why (ANCHOR_NODELAY=0: stock qemu).
 # The whole volume is written once on the unshaped link before anything is
 # measured (PREFILL=0 skips), so no job meets unallocated blocks.
 #
-#   bench/resync.sh                                   link 100 Mbit/s, ~5 min
+#   bench/resync.sh                                   link 100 Mbit/s, ~7 min ((e) ~2)
 #   LINK=0 bench/resync.sh                            unshaped link only
 #   RUNTIME=5 RESYNC_MB=128 SEED_MB=256 SIZE_MB=512 bench/resync.sh   smoke run
 # Knobs: LINK (Mbit/s, default 100, 0 = unshaped), RUNTIME (s of the 4 KiB
@@ -46,8 +67,11 @@
 # connect merges the peer's uncleaned bits, which after random writes or a
 # resync is the whole volume; idle, both are cleaned every 2 s), TANDEM_TIMEOUT
 # (s to wait for the pair to connect, default 60),
-# PARTS (default "a b c d": which measurements run; (b) needs (a) for its
-# ratios), IDLE_RUNS (unshaped idle resyncs, each after its own disk
+# PARTS (default "a b c d e": which measurements run; (b) needs (a) for its
+# ratios), ANCHOR_MB (the anchor's volume in (e), default SIZE_MB: a full copy
+# of 1 GiB at 100 Mbit/s takes ~90 s; make it large enough for the copy to
+# outlast the job, and small enough to copy within SYNC_TIMEOUT), ANCHOR_NODELAY
+# (default 1), IDLE_RUNS (unshaped idle resyncs, each after its own disk
 # measurement, default 3), RESULTS=DIR (keep the result lines, fio's JSON and latency logs, the status
 # samples and the daemons' logs there), TANDEM_BUILD (default build).
 #
@@ -58,15 +82,18 @@
 # fall of out_of_sync_bytes; status's resync_bytes_per_sec counts what was
 # sent, regions sent again after foreground writes included. Never asserts
 # timings. Exit 0 when it ran, 77 when a tool is missing, 1 when setting up
-# failed. Needs root (ip netns, tc).
+# failed; a missing qemu-storage-daemon or qemu-nbd skips (e) with a note (77
+# when PARTS is "e" alone). Needs root (ip netns, tc).
 set -Eeuo pipefail
 cd "$(dirname "$0")/.."
 BIN=${TANDEM_BUILD:-build}
 LINK=${LINK:-100}
 RUNTIME=${RUNTIME:-20}
-PARTS=${PARTS:-a b c d}
+PARTS=${PARTS:-a b c d e}
 IDLE_RUNS=${IDLE_RUNS:-3}
 SIZE_MB=${SIZE_MB:-1024}
+ANCHOR_MB=${ANCHOR_MB:-$SIZE_MB}
+ANCHOR_NODELAY=${ANCHOR_NODELAY:-1}
 RESYNC_MB=${RESYNC_MB:-512}
 SEED_MB=${SEED_MB:-1024}
 SEED_LIMIT=${SEED_LIMIT:-60}
@@ -82,7 +109,7 @@ SETTLE=${SETTLE:-6}
 skip() { echo "bench: $*" >&2; exit 77; }
 die() { echo "bench: $*" >&2; exit 1; }
 
-for v in LINK RUNTIME SIZE_MB RESYNC_MB SEED_MB SEED_LIMIT SYNC_TIMEOUT TANDEM_TIMEOUT SETTLE; do
+for v in LINK RUNTIME SIZE_MB ANCHOR_MB RESYNC_MB SEED_MB SEED_LIMIT SYNC_TIMEOUT TANDEM_TIMEOUT SETTLE; do
 	[[ ${!v} =~ ^[0-9]+$ ]] || die "$v: '${!v}' is not a number"
 	[ "${!v}" -gt 0 ] || [ "$v" = LINK ] || [ "$v" = SETTLE ] || die "$v must be positive"
 done
@@ -98,6 +125,16 @@ DISK_ENGINE=io_uring
 fio --enghelp=io_uring >/dev/null 2>&1 || DISK_ENGINE=libaio
 fio --enghelp=$DISK_ENGINE >/dev/null 2>&1 || skip "fio has neither io_uring nor libaio"
 for c in tandemd tandemctl; do [ -x "$BIN/$c" ] || skip "$BIN/$c missing (run make)"; done
+part() { [[ " $PARTS " == *" $1 "* ]]; }
+ANCHOR_MISSING=
+if part e; then
+	for c in qemu-storage-daemon qemu-nbd; do
+		command -v $c >/dev/null || ANCHOR_MISSING="$c missing (scripts/deps.sh --bench)"
+	done
+	if [ -n "$ANCHOR_MISSING" ] && [ -z "$(echo " $PARTS " | sed 's/ e / /g' | tr -d ' ')" ]; then
+		skip "$ANCHOR_MISSING"
+	fi
+fi
 
 NA=tbs-a-$$ NB=tbs-b-$$
 NET=10.231.43
@@ -203,6 +240,125 @@ with open(out + ".tmp", "w") as f:
     f.write(f"{rc} {t:.3f}\n")
 import os
 os.rename(out + ".tmp", out)
+PY
+
+cat > "$W/qmp.py" <<'PY'
+# QMP client for qemu-storage-daemon's monitor socket (part e); the monitor
+# takes one client at a time.
+#   qmp.py SOCK mirror HOST PORT EXPORT OUT INTERVAL
+#       adds the NBD target, starts mirror m0 (sync=full, copy-mode=
+#       write-blocking) and writes "UNIXTIME start" to OUT; then, every INTERVAL
+#       s, "UNIXTIME job OFFSET LEN READY STATUS" (query-block-jobs; the time is
+#       the middle of the call), "UNIXTIME event NAME [STATUS]" for each job
+#       event (qemu's own timestamp) and, once, "UNIXTIME ready" (the
+#       BLOCK_JOB_READY event's time, else the first sample showing it), until
+#       SIGTERM; "UNIXTIME gone" and exit 1 if m0 disappears.
+#   qmp.py SOCK check      prints m0; exit 1 unless it is READY
+import json, signal, socket, sys, time
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+def connect(path, on_event):
+    for _ in range(100):
+        try:
+            s = socket.socket(socket.AF_UNIX); s.connect(path); break
+        except OSError:
+            time.sleep(0.1)
+    else:
+        sys.exit(f"qmp: cannot connect to {path}")
+    f = s.makefile("rwb")
+    def recv():
+        while True:
+            line = f.readline()
+            if not line:
+                sys.exit("qmp: monitor closed the connection")
+            m = json.loads(line)
+            if "event" not in m:
+                return m
+            on_event(m)
+    def cmd(name, **args):
+        f.write(json.dumps({"execute": name, "arguments": args}).encode() + b"\n"); f.flush()
+        m = recv()
+        if "error" in m:
+            sys.exit(f"qmp: {name}: {m['error'].get('desc')}")
+        return m["return"]
+    recv()  # greeting
+    cmd("qmp_capabilities")
+    return cmd
+if sys.argv[2] == "mirror":
+    host, port, export, out, interval = sys.argv[3:8]
+    interval = float(interval)
+    o = open(out, "a", buffering=1)
+    ready = False
+    def mark_ready(t):
+        global ready
+        if not ready:
+            ready = True
+            o.write(f"{t:.6f} ready\n")
+    def on_event(m):
+        if m["event"] not in ("JOB_STATUS_CHANGE", "BLOCK_JOB_READY", "BLOCK_JOB_COMPLETED",
+                              "BLOCK_JOB_ERROR", "BLOCK_JOB_CANCELLED"):
+            return
+        t = m["timestamp"]["seconds"] + m["timestamp"]["microseconds"] / 1e6
+        d = m.get("data", {})
+        o.write(f"{t:.6f} event {m['event']} {d.get('status', '')}".rstrip() + "\n")
+        if m["event"] == "BLOCK_JOB_READY" and d.get("device") == "m0":
+            mark_ready(t)
+    cmd = connect(sys.argv[1], on_event)
+    cmd("blockdev-add", **{"driver": "nbd", "node-name": "tgt", "export": export,
+                           "server": {"type": "inet", "host": host, "port": port}})
+    cmd("blockdev-mirror", **{"job-id": "m0", "device": "src", "target": "tgt",
+                              "sync": "full", "copy-mode": "write-blocking",
+                              "filter-node-name": "mtop"})
+    o.write(f"{time.time():.6f} start\n")
+    nxt = time.monotonic()
+    while True:
+        t0 = time.time()
+        jobs = [j for j in cmd("query-block-jobs") if j["device"] == "m0"]
+        t = (t0 + time.time()) / 2
+        if not jobs:
+            o.write(f"{t:.6f} gone\n")
+            sys.exit(1)
+        j = jobs[0]
+        o.write(f"{t:.6f} job {j['offset']} {j['len']} {int(bool(j.get('ready')))} {j.get('status')}\n")
+        if j.get("ready"):
+            mark_ready(t)
+        nxt += interval
+        time.sleep(max(0.0, nxt - time.monotonic()))
+elif sys.argv[2] == "check":
+    cmd = connect(sys.argv[1], lambda m: None)
+    jobs = [j for j in cmd("query-block-jobs") if j["device"] == "m0"]
+    print(json.dumps(jobs))
+    sys.exit(0 if jobs and jobs[0].get("ready") and jobs[0].get("status") == "ready" else 1)
+PY
+
+cat > "$W/nodelay.py" <<'PY'
+# nodelay.py PID PORT: sets TCP_NODELAY on PID's connected TCP sockets whose
+# local port is PORT, through duplicates taken with pidfd_getfd(2) (as in
+# bench/repl.sh).
+import ctypes, os, socket, sys
+libc = ctypes.CDLL(None, use_errno=True)
+pid, port, done = int(sys.argv[1]), int(sys.argv[2]), 0
+pfd = os.pidfd_open(pid)
+for fd in os.listdir(f"/proc/{pid}/fd"):
+    try:
+        if not os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:"):
+            continue
+    except OSError:
+        continue
+    dup = libc.syscall(438, pfd, int(fd), 0)  # SYS_pidfd_getfd
+    if dup < 0:
+        sys.exit(f"nodelay: pidfd_getfd: {os.strerror(ctypes.get_errno())}")
+    s = socket.socket(fileno=dup)
+    try:
+        if s.family == socket.AF_INET and s.type == socket.SOCK_STREAM and s.getsockname()[1] == port:
+            s.getpeername()  # listening sockets raise here
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            done += 1
+    except OSError:
+        pass
+    finally:
+        s.close()  # the duplicate only; the socket stays open in PID
+print(done)
+sys.exit(0 if done else 1)
 PY
 
 cat > "$W/an.py" <<'PY'
@@ -359,6 +515,56 @@ elif cmd == "seed":  # JSON LATLOG T_STOP STOPPED LIMIT
                win_ios=len(win), win_max=max(began, default=None),
                win_gap=max(y - x for x, y in zip(times, times[1:])),
                fg_bps=sum(b for _, _, b in win) / (w_end - start) if w_end > start else None)
+elif cmd == "anchor":  # JSON LATLOG QMP_SAMPLES MB (part e; LINK from the environment)
+    mbit = int(E["LINK"])
+    link = mbit * 1e6 / 8
+    js, t_mirror, t_ready = [], None, None  # js: (UNIX time, offset, len, ready)
+    for line in open(a[2]):
+        f = line.split()
+        if len(f) >= 6 and f[1] == "job":
+            js.append((float(f[0]), int(f[2]), int(f[3]), f[4] == "1"))
+        elif len(f) >= 2 and f[1] == "start":
+            t_mirror = float(f[0])
+        elif len(f) >= 2 and f[1] == "ready" and t_ready is None:
+            t_ready = float(f[0])
+    log = lat_log(a[1])
+    start = min(t - l for t, l, _ in log)
+    end = log[-1][0]
+    ov_end = min(end, t_ready) if t_ready is not None else end
+    ov = max(0.0, ov_end - start)
+    win = [x for x in log if x[0] <= ov_end]
+    # len - offset: what the copy still has to write (active writes add to
+    # both while in flight). len is 0 until the job has scanned the source;
+    # only samples after that count.
+    rs = [(t, ln - off) for t, off, ln, _ in js if ln > 0]
+    def rem_at(t):
+        if t_ready is not None and t >= t_ready:
+            return 0
+        if not rs or t < rs[0][0]:
+            return None
+        for x, y in zip(rs, rs[1:]):
+            if x[0] <= t <= y[0]:
+                return x[1] + (y[1] - x[1]) * (t - x[0]) / (y[0] - x[0]) if y[0] > x[0] else y[1]
+        return rs[-1][1]
+    at_end = min(js, key=lambda j: abs(j[0] - end)) if js else None
+    out.update(fio_stats(a[0]), mb=int(a[3]), mbit=mbit, link=link, job_s=end - start,
+               overlap_s=ov, overlap=ov / (end - start) if end > start else 0.0,
+               start_after_mirror_s=start - t_mirror if t_mirror else None,
+               ready_s=t_ready - t_mirror if t_ready is not None and t_mirror else None,
+               running_at_end=t_ready is None or t_ready > end,
+               end_offset=at_end and at_end[1], end_len=at_end and at_end[2],
+               end_sample_dt=at_end and at_end[0] - end)
+    if ov > 0 and win:
+        lats = [l for _, l, _ in win]
+        fg = sum(b for _, _, b in win) / ov
+        out.update(ov_iops=len(win) / ov, ov_p50=pct(lats, 50), ov_p99=pct(lats, 99),
+                   ov_max=max(lats), fg_bps=fg)
+        c0 = max(start, rs[0][0]) if rs else None
+        if c0 is not None and ov_end > c0 and rem_at(c0) is not None:
+            cp = (rem_at(c0) - rem_at(ov_end)) / (ov_end - c0)
+            out.update(copy_bps=cp, copy_s=ov_end - c0, copy_of_link=cp / link if link else None,
+                       leftover=link - fg if link else None,
+                       copy_of_leftover=cp / (link - fg) if link and link > fg else None)
 print(json.dumps(out))
 PY
 
@@ -664,6 +870,94 @@ phase_d() {
 		"$W/fio-d-seed_clat.1.log" "$t_stop" "$stopped" "$SEED_LIMIT"
 }
 
+# (e) the anchor: qemu-storage-daemon in A, its write-blocking mirror to
+# qemu-nbd in B, on the link of the Tandem pair (idle meanwhile); port 10810 on
+# both ends, files anchor-a.img and anchor-b.img, all removed afterwards.
+APORT=10810
+AURI=nbd://$IPA:$APORT/vol0
+anote() { # TEXT: a note among the results
+	python3 -c 'import json, sys; print(json.dumps({"kind": "note", "text": sys.argv[1]}))' "$1" >> "$RES"
+}
+phase_e() {
+	local mb=$ANCHOR_MB pid_qn pid_qsd pid_qmp end ok=0
+	echo "# (e) anchor: qemu-storage-daemon, write-blocking mirror of $mb MiB to qemu-nbd in B;" \
+		"the job of (a) during the copy, then in sync" >&2
+	echo "# (e) writing $mb MiB of random data into the source file" >&2
+	timeout -k 10 600 fio --name=src --filename="$W/anchor-a.img" --ioengine=$DISK_ENGINE \
+		--direct=1 --rw=write --bs=1M --iodepth=4 --size="${mb}M" --refill_buffers \
+		--output-format=json > /dev/null 2> "$W/fio.err" ||
+		die "writing the anchor's source failed: $(tail -n 3 "$W/fio.err" | tr '\n' ' ')"
+	truncate -s "${mb}M" "$W/anchor-b.img"
+	# The mirror target: qemu-nbd in B, O_DIRECT + io_uring like the source.
+	ip netns exec "$NB" qemu-nbd -f raw -x vol0 -b "$IPB" -p "$APORT" --persistent -e 4 \
+		--cache=none --aio=io_uring "$W/anchor-b.img" 2> "$W/qemu-nbd.log" &
+	pid_qn=$!
+	PIDS+=("$pid_qn")
+	wait_nbd "$NB" "nbd://$IPB:$APORT/vol0" "$pid_qn" "qemu-nbd (B)" "$W/qemu-nbd.log"
+	# The source: qsd in A exporting node "src"; blockdev-mirror puts its
+	# filter above src and moves the export onto it (see bench/repl.sh).
+	ip netns exec "$NA" qemu-storage-daemon \
+		--blockdev "driver=file,node-name=f0,filename=$W/anchor-a.img,cache.direct=on,aio=io_uring" \
+		--blockdev driver=raw,node-name=src,file=f0 \
+		--nbd-server "addr.type=inet,addr.host=$IPA,addr.port=$APORT" \
+		--export type=nbd,id=exp0,node-name=src,name=vol0,writable=on \
+		--chardev "socket,id=qmp0,path=$W/qmp.sock,server=on,wait=off" \
+		--monitor chardev=qmp0 2> "$W/qsd.log" &
+	pid_qsd=$!
+	PIDS+=("$pid_qsd")
+	wait_nbd "$NA" "$AURI" "$pid_qsd" "qemu-storage-daemon (A)" "$W/qsd.log"
+	# One QMP connection from here until READY: it adds the target, starts
+	# the mirror and samples the job.
+	python3 "$W/qmp.py" "$W/qmp.sock" mirror "$IPB" "$APORT" vol0 "$W/samples-e.txt" "$INTERVAL" \
+		2> "$W/qmp.err" &
+	pid_qmp=$!
+	PIDS+=("$pid_qmp")
+	for _ in $(seq 300); do
+		grep -q ' start$' "$W/samples-e.txt" 2>/dev/null && break
+		running "$pid_qmp" || break
+		sleep 0.1
+	done
+	grep -q ' start$' "$W/samples-e.txt" 2>/dev/null ||
+		die "qemu-storage-daemon: the mirror did not start ($(tr '\n' ' ' < "$W/qmp.err"); log: $(tail -n 5 "$W/qsd.log" | tr '\n' ' '))"
+	if [ "$ANCHOR_NODELAY" = 1 ]; then
+		if python3 "$W/nodelay.py" "$pid_qn" "$APORT" > /dev/null 2> "$W/nodelay.err"; then
+			anote "(e) anchor: TCP_NODELAY set on the mirror target's socket as soon as the mirror job existed (qemu-nbd leaves Nagle on; ANCHOR_NODELAY=0 for stock qemu)"
+		else
+			anote "(e) anchor: could not set TCP_NODELAY on the target's socket ($(tr '\n' ' ' < "$W/nodelay.err")): stock qemu, Nagle on"
+		fi
+	else
+		anote "(e) anchor: stock qemu (ANCHOR_NODELAY=0): Nagle on at the target's NBD server"
+	fi
+	echo "# (e) the job of (a) during the copy" >&2
+	URI=$AURI SIZE_MB=$mb fg_job e-copy
+	echo "# (e) job done; waiting for the mirror to be READY (<= ${SYNC_TIMEOUT} s)" >&2
+	end=$((SECONDS + SYNC_TIMEOUT))
+	while [ $SECONDS -lt $end ]; do
+		grep -q ' ready$' "$W/samples-e.txt" && { ok=1; break; }
+		running "$pid_qmp" || break
+		sleep 0.2
+	done
+	sleep 0.6  # one more sample
+	stop_pid "$pid_qmp"
+	LINK=$LINK python3 "$W/an.py" anchor "$W/fio-e-copy.json" "$W/fio-e-copy_clat.1.log" \
+		"$W/samples-e.txt" "$mb" >> "$RES"
+	if [ $ok = 1 ]; then
+		echo "# (e) mirror READY; the job again, in sync" >&2
+		URI=$AURI SIZE_MB=$mb fg_job e-base
+		python3 "$W/an.py" fio "$W/fio-e-base.json" anchor-baseline >> "$RES"
+		# Sanity: with every write acknowledged, the replicas must be identical.
+		python3 "$W/qmp.py" "$W/qmp.sock" check > "$W/mirror-e.json" 2>&1 ||
+			anote "WARNING: (e) anchor mirror not READY after its baseline: $(cat "$W/mirror-e.json")"
+		cmp -s "$W/anchor-a.img" "$W/anchor-b.img" ||
+			anote "WARNING: (e) anchor replicas differ (anchor-a.img vs anchor-b.img)"
+	else
+		anote "(e) anchor: mirror not READY within ${SYNC_TIMEOUT} s after the job ($(tail -n 1 "$W/samples-e.txt" 2>/dev/null); $(tr '\n' ' ' < "$W/qmp.err")): no baseline; lower ANCHOR_MB or raise SYNC_TIMEOUT"
+	fi
+	stop_pid "$pid_qsd"
+	stop_pid "$pid_qn"
+	rm -f "$W/anchor-a.img" "$W/anchor-b.img" "$W/qmp.sock"
+}
+
 # ---------------------------------------------------------------- run
 echo "# work dir $W, namespaces $NA $NB, link $IPA <-> $IPB" >&2
 RES=$W/results.txt
@@ -688,7 +982,6 @@ else
 	echo "{\"kind\": \"link\", \"mbit\": $LINK, \"qdisc\": \"$(tbf_args "$LINK")\", \"goodput\": $g}" >> "$RES"
 fi
 
-part() { [[ " $PARTS " == *" $1 "* ]]; }
 # The disk's rates swing from one minute to the next here: each unshaped idle
 # resync is preceded by its own disk measurement, IDLE_RUNS times.
 idle_unshaped() {
@@ -719,7 +1012,15 @@ elif [ $OK = 1 ]; then
 fi
 [ $OK = 1 ] && { in_sync "$SYNC_TIMEOUT" || OK=0; }
 part d && [ $OK = 1 ] && phase_d
-[ $OK = 1 ] && { in_sync "$SYNC_TIMEOUT" || true; }
+SYNCED=0  # (e) shares the link: only with the pair in sync (idle)
+if [ $OK = 1 ] && in_sync "$SYNC_TIMEOUT"; then SYNCED=1; fi
+if ! part e; then
+	:
+elif [ -n "$ANCHOR_MISSING" ]; then
+	anote "(e) anchor skipped: $ANCHOR_MISSING"
+elif [ $SYNCED = 1 ]; then
+	phase_e
+fi
 check_daemons
 shape 0
 
@@ -855,10 +1156,77 @@ if s:
         row("(d) seed replay: connect -> in sync", "not in sync (wait-sync timed out)")
     row("    for comparison", "Open-E: front-end I/O stalled for the whole resync")
     extra("(d)", s, float(seed_mb))
+ab, an = one("fio", label="anchor-baseline"), one("anchor")
+def during(r):
+    """(IOPS, p99, what) of a job during a resync or copy: the whole job, or
+    the part the resync/copy overlapped when it ended earlier"""
+    if r is None:
+        return None
+    if r["overlap"] >= 0.99 or r.get("ov_iops") is None:
+        return r["iops"], r["p99"], "whole job"
+    return r["ov_iops"], r["ov_p99"], "overlap only"
+if an:
+    print(f"(e) anchor: qemu-storage-daemon mirroring (blockdev-mirror sync=full copy-mode=write-blocking) "
+          f"a {an['mb']} MiB raw file of random data to qemu-nbd in B; same link and job; the Tandem pair idle")
+    print()
+if ab:
+    row("(e) anchor: baseline in sync",
+        f"{ab['iops']:.0f} IOPS  p50 {ms(ab['p50'])} ms  p99 {ms(ab['p99'])} ms  max {ab['max']:.3f} s",
+        "mirror READY")
+if an:
+    row("(e) anchor: same job during its copy",
+        f"{an['iops']:.0f} IOPS  p50 {ms(an['p50'])} ms  p99 {ms(an['p99'])} ms  max {an['max']:.3f} s",
+        f"IOPS {f(ratio(an['iops'], ab and ab['iops']), '.2f')}x  "
+        f"p99 {f(ratio(an['p99'], ab and ab['p99']), '.1f')}x  max "
+        f"{f(ratio(an['max'], ab and ab['max']), '.1f')}x of its baseline; "
+        f"overlap {an['overlap'] * 100:.0f}% of the job")
+    if an["overlap"] < 0.99 and an.get("ov_iops") is not None:
+        row("(e)   overlap only (fio lat log)",
+            f"{an['ov_iops']:.0f} IOPS  p50 {ms(an['ov_p50'])} ms  p99 {ms(an['ov_p99'])} ms  "
+            f"max {an['ov_max']:.3f} s",
+            f"IOPS {f(ratio(an['ov_iops'], ab and ab['iops']), '.2f')}x  "
+            f"p99 {f(ratio(an['ov_p99'], ab and ab['p99']), '.1f')}x of its baseline")
+    if an.get("ov_max") is not None:
+        row("(e) anchor: worst request during its copy", f"{an['ov_max']:.3f} s")
+    if an.get("copy_bps") is not None:
+        rel = ""
+        if an.get("leftover") is not None:
+            rel = (f"{an['copy_of_link']:.2f} of link; {f(an['copy_of_leftover'], '.2f')} of the "
+                   f"leftover ({an['link'] / 1e6:.2f} - foreground {an['fg_bps'] / 1e6:.2f} MB/s)")
+        row("(e) anchor: copy while the job ran",
+            f"{an['copy_bps'] / 1e6:.2f} MB/s over {an['copy_s']:.1f} s", rel)
+    if an["running_at_end"] and an.get("end_len") is not None:
+        row("(e) anchor: at the job's end", "copy still running",
+            f"offset/len {an['end_offset'] / 1e6:.1f}/{an['end_len'] / 1e6:.1f} MB (query-block-jobs "
+            f"{an['end_sample_dt']:+.2f} s from the end)")
+    elif not an["running_at_end"]:
+        row("(e) anchor: at the job's end", "copy done (READY)",
+            f"{an['overlap_s']:.1f} s of {an['job_s']:.1f} s of the job ran during the copy")
+    if an.get("ready_s") is not None:
+        row("(e) anchor: mirror start -> READY", f"{an['ready_s']:.1f} s",
+            f"{an['mb'] * 1.048576:.1f} MB copied; the job started "
+            f"{f(an['start_after_mirror_s'], '.2f')} s after blockdev-mirror")
+    else:
+        row("(e) anchor: mirror start -> READY", "not READY (timed out)")
+    if an["overlap"] < 0.75:
+        notes.append(f"WARNING: (e) the anchor's copy ended after {an['overlap'] * 100:.0f}% of the job; "
+                     "the 'during its copy' ratios mix in time in sync: raise ANCHOR_MB")
 w = max(len(r[0]) for r in rows) if rows else 0
 v = max(len(r[1]) for r in rows) if rows else 0
 for n, val, rel in rows:
     print(f"{n:{w}s}  {val:{v}s}  {rel}".rstrip())
+def rf(x):  # a ratio: 2 decimals, 2 significant digits below 0.1
+    return "-" if x is None else format(x, ".2f" if x >= 0.1 or x == 0 else ".2g")
+if an:
+    t, q = during(dur), during(an)
+    if t and q:
+        print(f"Tandem/anchor during resync: IOPS {rf(ratio(t[0], q[0]))}, "
+              f"p99 {rf(ratio(t[1], q[1]))}  ((b) {t[2]} vs (e) {q[2]})")
+    else:
+        print("Tandem/anchor during resync: - ((b) did not run)")
+    if base and ab:
+        print(f"Tandem/anchor in sync:        IOPS {rf(ratio(base['iops'], ab['iops']))}, "
+              f"p99 {rf(ratio(base['p99'], ab['p99']))}  ((a) vs (e) baseline)")
 for r in R:
     if r["kind"] == "note":
         notes.append(r["text"])
