@@ -98,11 +98,18 @@ fuzz-run: fuzz
 run: all
 	@bash scripts/run-demo.sh
 
+# bench/iscsi.sh's load generator; needs libiscsi-dev (scripts/deps.sh --bench), which
+# is why `all` does not build it. bench/iscsi.sh runs `make build/iscsi-load` itself.
+build/iscsi-load: bench/iscsi-load.c | deps-check
+	@mkdir -p build
+	$(CC) $(CFLAGS) $(LDFLAGS) $< -liscsi -o $@
+
 bench: all
 	@bash scripts/deps.sh --bench
 	@bash bench/nbd.sh
 	@bash bench/repl.sh
 	@bash bench/resync.sh
+	@bash bench/iscsi.sh
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man8 \

@@ -2,15 +2,17 @@
 # Installs the Debian packages Tandem needs, only those missing.
 #   scripts/deps.sh          build + test packages (make test, make run)
 #   scripts/deps.sh --build  build packages only (make)
-#   scripts/deps.sh --bench  build + benchmark packages (bench/nbd.sh, bench/repl.sh)
+#   scripts/deps.sh --bench  build + benchmark packages (bench/nbd.sh, bench/repl.sh,
+#                            bench/iscsi.sh)
 # As root it runs apt-get; otherwise it names what is missing and fails.
 set -euo pipefail
 build_pkgs=(gcc make pkg-config liburing-dev libinih-dev libcmocka-dev libssl-dev)
 test_pkgs=(clang libnbd-bin qemu-utils qemu-block-extra fio nbdkit libiscsi-bin iproute2 python3)
 # qemu-system-common ships qemu-storage-daemon (the anchor of bench/repl.sh);
-# coreutils for timeout(1).
+# coreutils for timeout(1). libiscsi-dev builds bench/iscsi.sh's load generator;
+# tgt (tgtd, tgtadm) is its anchor.
 bench_pkgs=(qemu-system-common qemu-utils qemu-block-extra fio nbdkit libnbd-bin iproute2 python3
-	coreutils)
+	coreutils libiscsi-dev tgt)
 pkgs=("${build_pkgs[@]}")
 case "${1:-}" in
 --build) ;;
