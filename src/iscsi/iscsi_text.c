@@ -78,7 +78,10 @@ static int number(const char *v, uint64_t lo, uint64_t hi, uint64_t *out)
 	char *end;
 	unsigned long long x;
 
-	if (!*v || *v == '-' || *v == '+' || strlen(v) > 20)
+	/* RFC 7143 5.1: decimal without leading zeros, or 0x hex; nothing else
+	 * (strtoull alone would take octal, blanks and signs) */
+	if (!*v || strlen(v) > 20 || *v < '0' || *v > '9' ||
+	    (v[0] == '0' && v[1] && v[1] != 'x' && v[1] != 'X'))
 		return -EINVAL;
 	errno = 0;
 	x = strtoull(v, &end, 0);
