@@ -1075,10 +1075,9 @@ static int params_unmap(const struct scsi_lu *lu, const uint8_t *d, uint32_t len
 		illegal(out, SCSI_ASC_PARAM_LIST_LENGTH);
 		return -EINVAL;
 	}
-	if ((uint32_t)get16(d) + 2 > len) {
-		bad_param(out, 0);
-		return -EINVAL;
-	}
+	/* UNMAP DATA LENGTH is not checked (initiators get it wrong and it says
+	 * nothing the block descriptor length does not); the descriptors must be
+	 * there, though: a list is never run in part. */
 	bdl = get16(d + 2);
 	if (bdl + 8 > len) {
 		bad_param(out, 2);
@@ -1148,14 +1147,16 @@ static int params_mode_select(const struct scsi_lu *lu, const uint8_t *cdb, cons
 	bdl = ten ? get16(d + 6) : d[3];
 	if (bdl) {
 		bool longlba = ten && (d[4] & 0x01);
-		uint32_t want = longlba ? 16 : 8;
-		uint32_t blk = longlba ? get32(d + hdr + 12) : 0;
+		uint32_t want = longlba ? 16 : 8, blk;
 
 		if (bdl != want || hdr + bdl > len) {
 			bad_param(out, ten ? 6 : 3);
 			return -EINVAL;
 		}
-		if (!longlba)
+		/* only now is the descriptor known to be there */
+		if (longlba)
+			blk = get32(d + hdr + 12);
+		else
 			blk = (uint32_t)d[hdr + 5] << 16 | (uint32_t)d[hdr + 6] << 8 | d[hdr + 7];
 		if (blk != lu->block) {
 			bad_param(out, hdr + (longlba ? 12 : 5));

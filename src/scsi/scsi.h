@@ -3,7 +3,7 @@
  * struct scsi_lu and either answers it completely (data-in or status + sense)
  * or says which volume I/O the caller performs. Never does I/O, never keeps
  * state between commands, never trusts a length from the initiator.
- * The one place that writes sense data is in scsi.c (set_sense); the one place
+ * The one place that writes sense bytes is sense_fixed() in scsi.c; the one place
  * that maps an -errno to status + sense is scsi_error().
  *
  * Calling sequence (transport side):
@@ -16,7 +16,8 @@
  *                            scsi_error(&req, res) and send as DONE (for READ
  *                            the data-in is the caller's buffer, data_in_len).
  *   IO, needs_params      -> receive data_out_len bytes, then
- *                            n = scsi_params(lu, cdb, buf, got, ext, max, &req);
+ *                            n = scsi_params(lu, cdb, cdb_len, buf, got, ext,
+ *                                                max, &req);
  *                            n > 0: run op on each extent, then scsi_error();
  *                            n <= 0: req is DONE (GOOD, or CHECK CONDITION).
  *
@@ -221,8 +222,12 @@ void scsi_exec(const struct scsi_lu *lu, const uint8_t *cdb, uint32_t cdb_len,
  * same cdb (UNMAP parameter list, WRITE SAME block, MODE SELECT list).
  * Returns n > 0: the extents ext[0..n) to run out->op on (max must be at least
  * SCSI_UNMAP_MAX_DESC for UNMAP; 1 is enough for WRITE SAME);
- * 0: nothing to do, out is DONE with GOOD; -EINVAL: out is DONE with
- * CHECK CONDITION. */
+ * 0: nothing to do, out is DONE with GOOD (an UNMAP list of zero-length
+ * descriptors, a MODE SELECT that changes nothing); -EINVAL: out is DONE with
+ * CHECK CONDITION. The CDB is decoded again (not taken from out), so every
+ * check of scsi_exec() applies. UNMAP: the UNMAP DATA LENGTH field is not
+ * checked, the descriptors the BLOCK DESCRIPTOR DATA LENGTH announces must all
+ * be present and in range (all or none run); zero-length ones are dropped. */
 int scsi_params(const struct scsi_lu *lu, const uint8_t *cdb, uint32_t cdb_len,
 		const uint8_t *data, uint32_t len, struct scsi_extent *ext, unsigned max,
 		struct scsi_req *out);
