@@ -4,23 +4,21 @@
 #include <errno.h>
 #include <string.h>
 
+#include "../common/be.h"
+
 uint32_t iscsi_get32(const uint8_t *p)
 {
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+	return get32(p);
 }
 
 void iscsi_put32(uint8_t *p, uint32_t v)
 {
-	p[0] = (uint8_t)(v >> 24);
-	p[1] = (uint8_t)(v >> 16);
-	p[2] = (uint8_t)(v >> 8);
-	p[3] = (uint8_t)v;
+	put32(p, v);
 }
 
 void iscsi_put16(uint8_t *p, uint16_t v)
 {
-	p[0] = (uint8_t)(v >> 8);
-	p[1] = (uint8_t)v;
+	put16(p, v);
 }
 
 void iscsi_bhs_init(uint8_t bhs[ISCSI_BHS_LEN], uint8_t opcode, uint8_t flags, uint32_t dsl,
