@@ -22,8 +22,22 @@ for _ in $(seq 100); do
 		"$BIN/tandemctl" -c "$CFG" -n b ping >/dev/null 2>&1 && break
 	sleep 0.1
 done
+# A node restarts as secondary (its peer may have been promoted meanwhile): on a
+# second `make run` with the data of the first, one of them is made primary
+# again, a if it can be, else b (which had the newest data then).
+primary() {
+	"$BIN/tandemctl" -c "$CFG" -n "$1" status vol0 --json 2>/dev/null | grep -q '"role":"primary"'
+}
+if ! primary a && ! primary b; then
+	"$BIN/tandemctl" -c "$CFG" -n a wait-sync vol0 --timeout 10 >/dev/null 2>&1 || true
+	"$BIN/tandemctl" -c "$CFG" -n a primary vol0 >/dev/null 2>&1 ||
+		"$BIN/tandemctl" -c "$CFG" -n b primary vol0 >/dev/null 2>&1 ||
+		echo "neither node could be made primary: see 'tandemctl status'" >&2
+fi
 cat <<MSG
 Tandem demo: volume vol0 (1 GiB) on nodes a (primary) and b (secondary), sync replication
+  iSCSI:    iscsi://127.0.0.1:3260/iqn.2026-11.org.tandem:demo.vol0/0   (b: port 3261)
+            iscsi-ls -s iscsi://127.0.0.1:3260
   NBD:      nbd://127.0.0.1:10809/vol0          (the primary; b refuses the export)
             nbdinfo nbd://127.0.0.1:10809/vol0
             qemu-img convert -n -O raw disk.img nbd://127.0.0.1:10809/vol0
