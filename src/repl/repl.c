@@ -119,6 +119,7 @@ struct rconn {
 	struct ev_deferred ack_flush, reap;
 	uint64_t last_rx_bytes, last_rx_ns;
 	uint64_t born_ns; /* a handshake must be done within the peer timeout of this */
+	uint64_t order;   /* bound to its volume after every connection of a smaller one */
 	struct list link; /* in the server's list, then in repl.bound */
 };
 
@@ -182,6 +183,7 @@ struct repl {
 	struct vol_io clean_local, clean_peer;
 	struct bm_waiter clean_w;
 	unsigned nbound;   /* connections bound to this volume, alive or draining */
+	uint64_t conn_order; /* the last rconn.order given */
 	struct list bound; /* ... all of them (rconn.link) */
 	struct bufpool pool; /* data buffers of resync and applied requests */
 	/* demotion: the peer has heard of it once its pong for this cookie is back */
@@ -1413,11 +1415,11 @@ static void ack_add(struct rconn *c, uint64_t seq, int res)
 	ev_defer(c->net.ev, &c->ack_flush);
 }
 
-static bool applying_overlaps(struct rconn *c, struct rapply *a)
+static bool list_overlaps(struct list *l, struct rapply *a)
 {
 	struct list *pos, *tmp;
 
-	list_for_each_safe(pos, tmp, &c->applying) {
+	list_for_each_safe(pos, tmp, l) {
 		struct rapply *o = container_of(pos, struct rapply, link);
 		if (o->type == REPL_FLUSH)
 			continue;
@@ -1425,6 +1427,11 @@ static bool applying_overlaps(struct rconn *c, struct rapply *a)
 			return true;
 	}
 	return false;
+}
+
+static bool applying_overlaps(struct rconn *c, struct rapply *a)
+{
+	return list_overlaps(&c->applying, a);
 }
 
 static bool apply_conflicts(struct rconn *c, struct rapply *a, struct list *upto)
@@ -1438,9 +1445,12 @@ static bool apply_conflicts(struct rconn *c, struct rapply *a, struct list *upto
 	if (applying_overlaps(c, a))
 		return true;
 	if (c->r) {
+		/* An older connection's writes, applying or still waiting for
+		 * their turn, all come first; a newer one's never. */
 		list_for_each_safe(pos, tmp, &c->r->bound) {
 			struct rconn *o = container_of(pos, struct rconn, link);
-			if (o != c && applying_overlaps(o, a))
+			if (o != c && o->order < c->order &&
+			    (applying_overlaps(o, a) || list_overlaps(&o->apply_wait, a)))
 				return true;
 		}
 	}
@@ -2203,6 +2213,7 @@ static void dial_cb(struct ev_op *op, int res, uint32_t flags)
 	r->dial_fd = -1;
 	c->r = r;
 	r->nbound++;
+	c->order = ++r->conn_order;
 	list_add(&r->bound, &c->link);
 	c->dialer = true;
 	c->ack_flush.fn = ack_flush_fn;
@@ -2815,6 +2826,7 @@ static int on_hello(struct rconn *c, const struct repl_hello *h)
 		s->nconns--;
 		c->r = r;
 		r->nbound++;
+		c->order = ++r->conn_order;
 		list_add(&r->bound, &c->link);
 		memcpy(c->nonce_peer, h->nonce, REPL_NONCE_LEN);
 		send_hello(c, r->v->name);

@@ -28,7 +28,9 @@
  *   R4. A resync read that a foreground write overlaps is discarded, never
  *       sent; the foreground write never waits for resync.
  *   R5. A secondary applies overlapping writes in arrival order and a FLUSH
- *       after every write received before it.
+ *       after every write received before it; every write an older
+ *       connection still holds (applying or waiting its turn) is applied
+ *       before an overlapping one of a newer connection.
  *   R6. Only a primary sends data; a node that receives data while primary
  *       drops the connection.
  * Owns: the connection(s) of its volume, the change bitmap.
