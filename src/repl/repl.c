@@ -945,27 +945,45 @@ static void rs_tx_done(struct net_tx *tx, int err)
 	rs_put(q->r, q);
 }
 
-/* Sends the piece's data (or RS_ZERO) in the background queue. */
+/* Takes a sequence number for q's next message and fills its fixed part;
+ * false (q ended) when the request window is full. */
+static bool rs_prepare(struct repl *r, struct rsreq *q, enum rq_phase phase, struct repl_io *w)
+{
+	if (!slot_take(r, &q->io)) {
+		rs_end(r, q, false);
+		return false;
+	}
+	q->phase = phase;
+	q->ares = -ECONNRESET;
+	w->seq = q->io.rep.seq;
+	w->off = q->io.off;
+	w->len = (uint32_t)q->io.len;
+	w->flags = 0;
+	q->io.rep.pending = 2; /* the send and the ack */
+	q->io.rep.tx.iov[0].iov_base = q->io.rep.hdr;
+	q->io.rep.tx.iovcnt = 1;
+	q->io.rep.tx.done = rs_tx_done;
+	return true;
+}
+
+/* Queues q's message (header of hdr_len bytes, iov[1] if set) in the
+ * background queue. */
+static void rs_queue(struct repl *r, struct rsreq *q, size_t hdr_len)
+{
+	q->io.rep.tx.iov[0].iov_len = hdr_len;
+	q->sent_ns = ev_now(r->ev);
+	net_send_bulk(&r->conn->net, &q->io.rep.tx);
+}
+
+/* Sends the piece's data (or RS_ZERO). */
 static void rs_send_data(struct repl *r, struct rsreq *q)
 {
 	struct repl_io w;
 	size_t n;
 
-	if (!slot_take(r, &q->io)) {
-		rs_end(r, q, false);
+	if (!rs_prepare(r, q, RQ_DATA, &w))
 		return;
-	}
-	q->phase = RQ_DATA;
-	q->ares = -ECONNRESET;
-	w.seq = q->io.rep.seq;
-	w.off = q->io.off;
-	w.len = (uint32_t)q->io.len;
-	w.flags = 0;
 	n = repl_enc_io(q->io.rep.hdr, q->zero ? REPL_RS_ZERO : REPL_RS_DATA, &w);
-	q->io.rep.pending = 2; /* the send and the ack */
-	q->io.rep.tx.iov[0].iov_base = q->io.rep.hdr;
-	q->io.rep.tx.iov[0].iov_len = n;
-	q->io.rep.tx.iovcnt = 1;
 	if (!q->zero) {
 		q->io.rep.tx.iov[1].iov_base = q->io.buf;
 		q->io.rep.tx.iov[1].iov_len = q->io.len;
@@ -974,9 +992,7 @@ static void rs_send_data(struct repl *r, struct rsreq *q)
 	} else {
 		r->rs_zero_bytes += q->io.len;
 	}
-	q->io.rep.tx.done = rs_tx_done;
-	q->sent_ns = ev_now(r->ev);
-	net_send_bulk(&r->conn->net, &q->io.rep.tx);
+	rs_queue(r, q, n);
 }
 
 /* Sends the digest of what was read: the peer answers same or differs. */
@@ -984,23 +1000,8 @@ static void rs_send_csum(struct repl *r, struct rsreq *q)
 {
 	struct repl_io w;
 
-	if (!slot_take(r, &q->io)) {
-		rs_end(r, q, false);
-		return;
-	}
-	q->phase = RQ_CSUM;
-	q->ares = -ECONNRESET;
-	w.seq = q->io.rep.seq;
-	w.off = q->io.off;
-	w.len = (uint32_t)q->io.len;
-	w.flags = 0;
-	q->io.rep.pending = 2;
-	q->io.rep.tx.iov[0].iov_base = q->io.rep.hdr;
-	q->io.rep.tx.iov[0].iov_len = repl_enc_csum(q->io.rep.hdr, &w, q->digest);
-	q->io.rep.tx.iovcnt = 1;
-	q->io.rep.tx.done = rs_tx_done;
-	q->sent_ns = ev_now(r->ev);
-	net_send_bulk(&r->conn->net, &q->io.rep.tx);
+	if (rs_prepare(r, q, RQ_CSUM, &w))
+		rs_queue(r, q, repl_enc_csum(q->io.rep.hdr, &w, q->digest));
 }
 
 static void vfy_mismatch(struct repl *r, uint64_t off, uint64_t len)
