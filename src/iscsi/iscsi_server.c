@@ -63,6 +63,7 @@ struct iconn {
 	char initiator[ISCSI_VALUE_MAX + 1];
 	/* receive */
 	struct iscsi_bhs h;
+	uint8_t raw[ISCSI_BHS_LEN]; /* h as received: what a Reject quotes */
 	bool have_hdr;
 	uint8_t *seg;          /* data segment of a non-data PDU */
 	struct task *rx_task;  /* task whose data is arriving (NULL: into seg or dropped) */
@@ -647,7 +648,7 @@ static void handle_text(struct iconn *c, const struct iscsi_bhs *h, const uint8_
 	struct opdu *o;
 
 	if (h->flags & 0x40) { /* continue: not used by this target's answers */
-		send_reject(c, ISCSI_REJECT_CMD_NOT_SUPPORTED, (const uint8_t *)data - 0);
+		send_reject(c, ISCSI_REJECT_CMD_NOT_SUPPORTED, c->raw);
 		return;
 	}
 	t.out = calloc(1, sizeof(*t.out));
@@ -981,7 +982,7 @@ static struct task *handle_cmd(struct iconn *c, const struct iscsi_bhs *h)
 	struct scsi_req *q;
 
 	if (c->discovery) {
-		send_reject(c, ISCSI_REJECT_PROTOCOL, (const uint8_t[ISCSI_BHS_LEN]){ 0 });
+		send_reject(c, ISCSI_REJECT_PROTOCOL, c->raw);
 		conn_kill(c, "SCSI command in a discovery session");
 		return NULL;
 	}
@@ -1283,6 +1284,7 @@ static void on_rx(struct net_conn *nc)
 			conn_kill(c, "malformed PDU header");
 			return;
 		}
+		memcpy(c->raw, net_rx_peek(nc), ISCSI_BHS_LEN);
 		net_rx_consume(nc, ISCSI_BHS_LEN);
 		c->have_hdr = true;
 		/* I1: only Login before the full feature phase */
@@ -1304,7 +1306,7 @@ static void on_rx(struct net_conn *nc)
 		     (h->opcode == ISCSI_OP_NOP_OUT && h->itt != ISCSI_RESERVED_TAG)) &&
 		    c->st == CS_FULL) {
 			if (!cmdsn_ok(c, h)) {
-				send_reject(c, ISCSI_REJECT_PROTOCOL, net_rx_peek(nc) - ISCSI_BHS_LEN);
+				send_reject(c, ISCSI_REJECT_PROTOCOL, c->raw);
 				c->skip = (h->dsl + 3u) & ~3u;
 				c->have_hdr = false;
 				continue;
@@ -1358,7 +1360,7 @@ static void on_rx(struct net_conn *nc)
 			c->have_hdr = false;
 			continue;
 		case ISCSI_OP_SNACK_REQ:
-			send_reject(c, ISCSI_REJECT_SNACK, net_rx_peek(nc) - ISCSI_BHS_LEN);
+			send_reject(c, ISCSI_REJECT_SNACK, c->raw);
 			c->have_hdr = false;
 			continue;
 		default:
