@@ -79,6 +79,10 @@ struct iconn {
 	unsigned ntasks;
 	uint32_t next_ttt;
 	unsigned refs;         /* outgoing PDUs and tasks in flight */
+	/* unit attentions pending for this I_T nexus (one session, one
+	 * connection), oldest first, as ASC << 8 | ASCQ */
+	uint16_t ua[4];
+	unsigned nua;
 	uint64_t last_rx_ns;
 	bool nop_out;          /* a ping is waiting for its answer */
 	struct ev_timer nop_timer;
@@ -105,6 +109,13 @@ struct task {
 	struct scsi_req req;
 	struct scsi_extent *ext; /* UNMAP: extents still to run */
 	int next_ext, n_ext;
+	/* compare / merge commands (VERIFY BYTCHK, COMPARE AND WRITE, ORWRITE) and
+	 * WRITE SAME patterns: a second buffer and the range lock */
+	uint8_t *cmp;
+	uint32_t cmp_len;
+	struct vol_lock lock;
+	bool locked;
+	uint64_t pat_done; /* WRITE SAME pattern: bytes of the extent written */
 	struct list link;
 };
 
@@ -679,6 +690,7 @@ static void task_free(struct task *t)
 	c->ntasks--;
 	free(t->buf);
 	free(t->ext);
+	free(t->cmp);
 	free(t);
 	if (c->st == CS_LOGOUT && c->ntasks == 0 && c->refs == 1)
 		conn_kill(c, NULL);
@@ -839,9 +851,181 @@ static void task_submit(struct task *t, enum bs_op op, uint64_t off, uint64_t le
 	t->io.off = off;
 	t->io.len = len;
 	t->io.buf = (op == BS_READ || op == BS_WRITE) ? t->buf : NULL;
+	t->io.lock = NULL;
 	t->io.cb = io_done;
 	t->refs++;
 	vol_submit(t->c->vol, &t->io);
+}
+
+/* ---- compare / merge commands (scsi.h enum scsi_xop) ---- */
+
+static void xop_finish(struct task *t, int res)
+{
+	if (t->locked) {
+		vol_unlock(t->c->vol, &t->lock);
+		t->locked = false;
+	}
+	t->io_busy = false;
+	if (res)
+		scsi_error(&t->req, res);
+	send_status(t, t->req.status, t->req.sense, t->req.sense_len, t->req.data_out_len);
+	task_put(t);
+}
+
+static void xop_write_done(struct vol_io *io, int res)
+{
+	struct task *t = container_of(io, struct task, io);
+
+	if (!res)
+		scsi_done(&t->req, SCSI_GOOD);
+	xop_finish(t, res);
+}
+
+/* First byte where a and b differ, or len. */
+static uint32_t first_diff(const uint8_t *a, const uint8_t *b, uint32_t len)
+{
+	uint32_t i = 0;
+	while (i < len && a[i] == b[i])
+		i++;
+	return i;
+}
+
+static void xop_read_done(struct vol_io *io, int res)
+{
+	struct task *t = container_of(io, struct task, io);
+	struct scsi_req *q = &t->req;
+	uint32_t len = (uint32_t)q->len, blk = t->c->lu.block, d = len;
+
+	if (res)
+		return xop_finish(t, res);
+	switch (q->xop) {
+	case SCSI_XOP_VERIFY:
+	case SCSI_XOP_CAW:
+		d = first_diff(t->buf, t->cmp, len);
+		break;
+	case SCSI_XOP_VERIFY_SAME:
+		for (uint32_t o = 0; o < len && d == len; o += blk) {
+			uint32_t k = first_diff(t->buf, t->cmp + o, blk);
+			if (k < blk)
+				d = o + k;
+		}
+		break;
+	case SCSI_XOP_ORWRITE:
+		for (uint32_t i = 0; i < len; i++)
+			t->cmp[i] |= t->buf[i];
+		break;
+	default:
+		break;
+	}
+	if (d < len) {
+		scsi_miscompare(q, d);
+		return xop_finish(t, 0);
+	}
+	if (q->xop == SCSI_XOP_VERIFY || q->xop == SCSI_XOP_VERIFY_SAME) {
+		scsi_done(q, SCSI_GOOD);
+		return xop_finish(t, 0);
+	}
+	if (q->xop == SCSI_XOP_CAW) /* the write half, from an aligned buffer */
+		memcpy(t->cmp, t->buf + len, len);
+	io->type = BS_WRITE;
+	io->flags = q->fua ? BS_F_FUA : 0;
+	io->buf = t->cmp;
+	io->lock = &t->lock;
+	io->cb = xop_write_done;
+	vol_submit(t->c->vol, io);
+}
+
+static void xop_locked(struct vol_lock *lk)
+{
+	struct task *t = container_of(lk, struct task, lock);
+	struct vol_io *io = &t->io;
+
+	io->type = BS_READ;
+	io->flags = 0;
+	io->off = t->req.off;
+	io->len = t->req.len;
+	io->buf = t->cmp;
+	io->lock = NULL;
+	io->cb = xop_read_done;
+	vol_submit(t->c->vol, io);
+}
+
+static void xop_start(struct task *t)
+{
+	struct scsi_req *q = &t->req;
+
+	t->cmp_len = (uint32_t)q->len;
+	if (posix_memalign((void **)&t->cmp, 4096, MAX(t->cmp_len, 4096u))) {
+		t->cmp = NULL;
+		scsi_error(q, -ENOMEM);
+		send_status(t, q->status, q->sense, q->sense_len, t->received);
+		return;
+	}
+	t->io_busy = true;
+	t->refs++;
+	if (q->xop == SCSI_XOP_CAW || q->xop == SCSI_XOP_ORWRITE) {
+		t->lock.off = q->off;
+		t->lock.len = q->len;
+		t->lock.granted_cb = xop_locked;
+		t->locked = true;
+		vol_lock(t->c->vol, &t->lock);
+	} else {
+		xop_locked(&t->lock);
+	}
+}
+
+/* WRITE SAME with a pattern: the block repeated into a buffer of up to
+ * PATTERN_CHUNK, written chunk after chunk over the extent. */
+#define PATTERN_CHUNK (1u << 20)
+
+static void pattern_next(struct task *t);
+
+static void pattern_done(struct vol_io *io, int res)
+{
+	struct task *t = container_of(io, struct task, io);
+
+	if (res || t->pat_done >= t->ext[0].len) {
+		if (!res)
+			scsi_done(&t->req, SCSI_GOOD);
+		return xop_finish(t, res);
+	}
+	pattern_next(t);
+}
+
+static void pattern_next(struct task *t)
+{
+	struct vol_io *io = &t->io;
+	uint64_t left = t->ext[0].len - t->pat_done;
+
+	io->type = BS_WRITE;
+	io->flags = 0;
+	io->off = t->ext[0].off + t->pat_done;
+	io->len = MIN(left, (uint64_t)t->cmp_len);
+	io->buf = t->cmp;
+	io->lock = NULL;
+	io->cb = pattern_done;
+	t->pat_done += io->len;
+	vol_submit(t->c->vol, io);
+}
+
+static void pattern_start(struct task *t)
+{
+	uint32_t blk = t->c->lu.block;
+	uint64_t len = t->ext[0].len;
+
+	t->cmp_len = (uint32_t)MIN(len, (uint64_t)PATTERN_CHUNK);
+	if (posix_memalign((void **)&t->cmp, 4096, MAX(t->cmp_len, 4096u))) {
+		t->cmp = NULL;
+		scsi_error(&t->req, -ENOMEM);
+		send_status(t, t->req.status, t->req.sense, t->req.sense_len, t->received);
+		return;
+	}
+	for (uint32_t o = 0; o < t->cmp_len; o += blk)
+		memcpy(t->cmp + o, t->buf, blk);
+	t->pat_done = 0;
+	t->io_busy = true;
+	t->refs++;
+	pattern_next(t);
 }
 
 /* All of a write's data is here (or there was none to wait for). */
@@ -878,11 +1062,15 @@ static void task_data_complete(struct task *t)
 			send_status(t, q->status, q->sense, q->sense_len, t->received);
 			return;
 		}
+		if (q->pattern)
+			return pattern_start(t);
 		t->n_ext = n;
 		t->next_ext = 1;
 		task_submit(t, q->op, t->ext[0].off, t->ext[0].len, q->fua);
 		return;
 	}
+	if (q->xop != SCSI_XOP_NONE)
+		return xop_start(t);
 	task_submit(t, q->op, q->off, q->len, q->fua);
 }
 
@@ -943,6 +1131,9 @@ static void lu_init(struct iconn *c)
 	memset(&c->lu, 0, sizeof(c->lu));
 	c->lu.size = v->size;
 	c->lu.block = 512;
+	/* LBPPB 1: libiscsi 1.19's GetLBAStatus.UnmapSingle expects a descriptor
+	 * that starts past the requested LBA when LBPPB > 1 (against SBC-3) */
+	c->lu.phys_block = 512;
 	/* NAA 6 (IEEE Registered Extended): the company id is left zero, the
 	 * vendor-specific part is the volume UUID: the same device on every node */
 	c->lu.naa[0] = 0x60;
@@ -959,6 +1150,51 @@ static void lu_init(struct iconn *c)
 	c->lu.write_cache = true;
 	c->lu.max_xfer_blocks = MAX_XFER / 512;
 	lu_refresh(c);
+}
+
+/* ---- unit attentions (SAM-5 5.14, SPC-4 5.14) ---- */
+
+#define UA_RESET 0x2903       /* BUS DEVICE RESET FUNCTION OCCURRED (LUN reset) */
+#define UA_TARGET_RESET 0x2900 /* POWER ON, RESET, OR BUS DEVICE RESET OCCURRED */
+
+static void ua_add(struct iconn *c, uint16_t asc)
+{
+	for (unsigned i = 0; i < c->nua; i++)
+		if (c->ua[i] == asc)
+			return;
+	if (c->nua < ARRAY_SIZE(c->ua))
+		c->ua[c->nua++] = asc;
+}
+
+/* To every session of volume v. */
+static void ua_broadcast(struct iscsi_server *s, const struct vol *v, uint16_t asc)
+{
+	struct list *pos, *tmp;
+	list_for_each_safe(pos, tmp, &s->conns) {
+		struct iconn *c = container_of(pos, struct iconn, link);
+		if (c->vol == v && !c->discovery)
+			ua_add(c, asc);
+	}
+}
+
+/* Reports the oldest pending unit attention instead of running the command
+ * (INQUIRY and REPORT LUNS run; REQUEST SENSE returns it as its data).
+ * True when q was completed that way. */
+static bool ua_report(struct iconn *c, const uint8_t *cdb, struct scsi_req *q)
+{
+	uint16_t asc;
+
+	if (!c->nua || cdb[0] == SCSI_INQUIRY || cdb[0] == SCSI_REPORT_LUNS)
+		return false;
+	asc = c->ua[0];
+	memmove(c->ua, c->ua + 1, (c->nua - 1) * sizeof(c->ua[0]));
+	c->nua--;
+	scsi_check(q, SCSI_KEY_UNIT_ATTENTION, asc);
+	if (cdb[0] == SCSI_REQUEST_SENSE) {
+		memcpy(q->data, q->sense, q->sense_len);
+		scsi_data_in(q, q->sense_len, cdb[4]);
+	}
+	return true;
 }
 
 /* A command's CmdSN must lie in [ExpCmdSN, MaxCmdSN] (serial arithmetic). */
@@ -1012,7 +1248,11 @@ static struct task *handle_cmd(struct iconn *c, const struct iscsi_bhs *h)
 	/* The expected length only shapes the data transfer here (residuals,
 	 * and a write of no more than what came), so the command layer sees
 	 * none. */
-	scsi_exec(h->lun == 0 ? &c->lu : NULL, t->cdb, ISCSI_CDB_LEN, UINT32_MAX, q);
+	if (h->lun != 0 || !ua_report(c, t->cdb, q))
+		scsi_exec(h->lun == 0 ? &c->lu : NULL, t->cdb, ISCSI_CDB_LEN, UINT32_MAX, q);
+	if (q->status == SCSI_GOOD && ((q->exact_out && t->expected != q->data_out_len) ||
+				   (q->xop != SCSI_XOP_NONE && t->expected < q->data_out_len)))
+		scsi_check(q, SCSI_KEY_ILLEGAL_REQUEST, SCSI_ASC_INVALID_FIELD_CDB);
 	if (q->kind == SCSI_IO && q->data_out_len)
 		t->want = t->expected;
 	if (q->kind == SCSI_IO && (q->data_out_len || q->data_in_len)) {
@@ -1084,6 +1324,10 @@ static void handle_tmf(struct iconn *c, const struct iscsi_bhs *h)
 			t->aborted = true;
 			task_release(t);
 		}
+		if (fn == ISCSI_TMF_LUN_RESET)
+			ua_broadcast(c->srv, c->vol, UA_RESET);
+		else if (fn != ISCSI_TMF_ABORT_TASK_SET && fn != ISCSI_TMF_CLEAR_TASK_SET)
+			ua_broadcast(c->srv, c->vol, UA_TARGET_RESET);
 		break;
 	default:
 		rsp = ISCSI_TMF_RSP_NOT_SUPPORTED;

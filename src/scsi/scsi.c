@@ -85,6 +85,39 @@ static void data_in(struct scsi_req *out, uint32_t len, uint32_t alloc)
 	out->data_len = len < alloc ? len : alloc;
 }
 
+/* For the other SCSI modules (reservations, copy): the same builders. */
+void scsi_done(struct scsi_req *out, uint8_t status)
+{
+	finish(out, status, 0, 0, 0);
+}
+
+void scsi_check(struct scsi_req *out, uint8_t key, uint16_t asc)
+{
+	check(out, key, asc);
+}
+
+void scsi_bad_cdb(struct scsi_req *out, unsigned byte)
+{
+	bad_cdb(out, byte);
+}
+
+void scsi_bad_param(struct scsi_req *out, unsigned byte)
+{
+	bad_param(out, byte);
+}
+
+void scsi_data_in(struct scsi_req *out, uint32_t len, uint32_t alloc)
+{
+	data_in(out, len, alloc);
+}
+
+void scsi_miscompare(struct scsi_req *out, uint32_t offset)
+{
+	check(out, SCSI_KEY_MISCOMPARE, SCSI_ASC_MISCOMPARE_VERIFY);
+	out->sense[0] |= 0x80; /* VALID: the INFORMATION field holds the offset */
+	put32(out->sense + 3, offset);
+}
+
 void scsi_error(struct scsi_req *out, int err)
 {
 	bool rd = out->kind == SCSI_IO && out->op == BS_READ;
@@ -298,20 +331,126 @@ static void sbc_rw(const struct scsi_lu *lu, const uint8_t *cdb, uint32_t xfer,
 	}
 }
 
+/* BYTCHK 00: the medium is checked (GOOD, no I/O); 01: the data-out is
+ * compared with the medium; 11: one block of data-out is compared with each
+ * block; 10: reserved. The caller reads the range and compares (xop). */
 static void sbc_verify(const struct scsi_lu *lu, const uint8_t *cdb, uint32_t xfer,
 		       struct scsi_req *out)
 {
+	unsigned bytchk = (cdb[1] >> 1) & 3;
 	struct lba_range r;
-	(void)xfer;
 
 	if (cdb[1] & 0xe0) /* VRPROTECT */
 		return bad_cdb(out, 1);
-	if (cdb[1] & 0x06) /* BYTCHK: comparing data is not supported */
+	if (bytchk == 2)
 		return bad_cdb(out, 1);
 	decode_lba(cdb, &r);
 	if (!range_ok(lu, r.lba, r.n))
 		return illegal(out, SCSI_ASC_LBA_OUT_OF_RANGE);
-	good(out);
+	if (bytchk == 0 || r.n == 0)
+		return good(out);
+	if (r.n > lu_max_xfer(lu))
+		return bad_cdb(out, r.len_at);
+	if (xfer < (bytchk == 3 ? lu->block : r.n * lu->block))
+		return bad_cdb(out, r.len_at);
+	io(out, BS_READ, lu, r.lba, r.n);
+	out->xop = bytchk == 3 ? SCSI_XOP_VERIFY_SAME : SCSI_XOP_VERIFY;
+	out->data_out_len = bytchk == 3 ? lu->block : r.n * lu->block;
+	out->data_in_len = 0;
+}
+
+/* WRITE AND VERIFY 10/12/16: a write that is durable before it completes (the
+ * verification is of what we just wrote). BYTCHK 00 and 01 only. */
+static void sbc_write_verify(const struct scsi_lu *lu, const uint8_t *cdb, uint32_t xfer,
+			     struct scsi_req *out)
+{
+	struct lba_range r;
+
+	if (cdb[1] & 0xe0) /* WRPROTECT */
+		return bad_cdb(out, 1);
+	if (cdb[1] & 0x04) /* BYTCHK 1x: reserved */
+		return bad_cdb(out, 1);
+	decode_lba(cdb, &r);
+	if (!range_ok(lu, r.lba, r.n))
+		return illegal(out, SCSI_ASC_LBA_OUT_OF_RANGE);
+	if (r.n == 0)
+		return good(out);
+	if (r.n > lu_max_xfer(lu))
+		return bad_cdb(out, r.len_at);
+	if (xfer < r.n * lu->block)
+		return bad_cdb(out, r.len_at);
+	io(out, BS_WRITE, lu, r.lba, r.n);
+	out->fua = true;
+	out->data_out_len = r.n * lu->block;
+}
+
+/* COMPARE AND WRITE: 2 * n blocks of data-out, the first n compared with the
+ * medium and, when equal, the second n written, atomically with respect to
+ * every other write of the volume (the caller holds a range lock). */
+static void sbc_compare_and_write(const struct scsi_lu *lu, const uint8_t *cdb, uint32_t xfer,
+				  struct scsi_req *out)
+{
+	uint64_t lba = get64(cdb + 2);
+	uint32_t n = cdb[13];
+
+	if (cdb[1] & 0xe0) /* WRPROTECT */
+		return bad_cdb(out, 1);
+	if (n > SCSI_CAW_MAX_BLOCKS)
+		return bad_cdb(out, 13);
+	if (!range_ok(lu, lba, n))
+		return illegal(out, SCSI_ASC_LBA_OUT_OF_RANGE);
+	if (n == 0) { /* nothing to compare; data-out offered anyway is an error */
+		good(out);
+		out->exact_out = true;
+		return;
+	}
+	if (xfer < 2 * n * lu->block)
+		return bad_cdb(out, 13);
+	io(out, BS_WRITE, lu, lba, n);
+	out->xop = SCSI_XOP_CAW;
+	out->fua = cdb[1] & 0x08;
+	out->data_out_len = 2 * n * lu->block;
+	out->exact_out = true;
+}
+
+/* ORWRITE(16): the data-out is ORed into the medium, under a range lock. */
+static void sbc_orwrite(const struct scsi_lu *lu, const uint8_t *cdb, uint32_t xfer,
+			struct scsi_req *out)
+{
+	struct lba_range r;
+
+	if (cdb[1] & 0xe0) /* ORPROTECT */
+		return bad_cdb(out, 1);
+	decode_lba(cdb, &r);
+	if (!range_ok(lu, r.lba, r.n))
+		return illegal(out, SCSI_ASC_LBA_OUT_OF_RANGE);
+	if (r.n == 0)
+		return good(out);
+	if (r.n > lu_max_xfer(lu))
+		return bad_cdb(out, r.len_at);
+	if (xfer < r.n * lu->block)
+		return bad_cdb(out, r.len_at);
+	io(out, BS_WRITE, lu, r.lba, r.n);
+	out->xop = SCSI_XOP_ORWRITE;
+	out->fua = cdb[1] & 0x08;
+	out->data_out_len = r.n * lu->block;
+}
+
+/* READ DEFECT DATA 10/12: an empty list in the requested format. */
+static void sbc_read_defect(const struct scsi_lu *lu, const uint8_t *cdb, uint32_t xfer,
+			    struct scsi_req *out)
+{
+	bool twelve = cdb[0] == SCSI_READ_DEFECT_DATA_12;
+	(void)lu;
+	(void)xfer;
+
+	memset(out->data, 0, 8);
+	if (twelve) {
+		out->data[1] = cdb[1] & 0x1f; /* PLIST, GLIST, format */
+		return data_in(out, 8, get32(cdb + 6));
+	}
+	out->data[1] = cdb[2] & 0x1f;
+	data_in(out, 4, get16(cdb + 7));
 }
 
 static void sbc_prefetch(const struct scsi_lu *lu, const uint8_t *cdb, uint32_t xfer,
@@ -354,16 +493,21 @@ static void sbc_write_same(const struct scsi_lu *lu, const uint8_t *cdb, uint32_
 	if (unmap && !lu->thin)
 		return bad_cdb(out, 1);
 	decode_lba(cdb, &r);
-	if (r.n == 0 || r.n > SCSI_WRITE_SAME_MAX_BLOCKS) /* WSNZ=1 in VPD B0 */
-		return bad_cdb(out, r.len_at);
 	if (!range_ok(lu, r.lba, r.n))
 		return illegal(out, SCSI_ASC_LBA_OUT_OF_RANGE);
+	if (r.n == 0) /* WSNZ=0: zero blocks mean up to the end of the medium */
+		r.n = lu_blocks(lu) - r.lba;
+	if (r.n == 0)
+		return good(out);
+	if (r.n > SCSI_WRITE_SAME_MAX_BLOCKS)
+		return bad_cdb(out, r.len_at);
 	if (!ndob && xfer < lu->block)
 		return bad_cdb(out, r.len_at);
 	io(out, unmap ? BS_TRIM : BS_ZERO, lu, r.lba, r.n);
 	if (!ndob) {
 		out->data_out_len = lu->block;
 		out->needs_params = true;
+		out->exact_out = true;
 	}
 }
 
@@ -579,7 +723,8 @@ static uint32_t vpd_block_limits(const struct scsi_lu *lu, uint8_t *d)
 	memset(d, 0, 64);
 	d[1] = 0xb0;
 	d[3] = 0x3c;
-	d[4] = 0x01; /* WSNZ: WRITE SAME of 0 blocks is refused */
+	/* WSNZ=0: WRITE SAME of 0 blocks writes to the end of the medium */
+	d[5] = SCSI_CAW_MAX_BLOCKS; /* maximum COMPARE AND WRITE length */
 	put16(d + 6, gran > 0xffff ? 0xffff : (uint16_t)gran);
 	put32(d + 8, lu_max_xfer(lu));
 	put32(d + 12, lu_max_xfer(lu));
@@ -854,6 +999,23 @@ static const struct cmd op_tab[256] = {
 	[SCSI_MAINTENANCE_IN] = { .sa = mi_tab, .len = 12 },
 	[SCSI_READ_12] = { .fn = sbc_rw, .len = 12, .flags = CMD_MEDIUM, .usage = RW12 },
 	[SCSI_WRITE_12] = { .fn = sbc_rw, .len = 12, .flags = CMD_MEDIUM, .usage = W12 },
+	[SCSI_WRITE_VERIFY_10] = { .fn = sbc_write_verify, .len = 10, .flags = CMD_MEDIUM,
+		.usage = LBA10(0xf2) },
+	[SCSI_WRITE_VERIFY_12] = { .fn = sbc_write_verify, .len = 12, .flags = CMD_MEDIUM,
+		.usage = { 0, 0xf2, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x1f, CTL } },
+	[SCSI_WRITE_VERIFY_16] = { .fn = sbc_write_verify, .len = 16, .flags = CMD_MEDIUM,
+		.usage = LBA16(0xf2) },
+	[SCSI_VERIFY_12] = { .fn = sbc_verify, .len = 12, .flags = CMD_MEDIUM,
+		.usage = { 0, 0xf6, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x1f, CTL } },
+	[SCSI_COMPARE_AND_WRITE] = { .fn = sbc_compare_and_write, .len = 16, .flags = CMD_MEDIUM,
+		.usage = { 0, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0,
+			   0xff, 0x1f, CTL } },
+	[SCSI_ORWRITE_16] = { .fn = sbc_orwrite, .len = 16, .flags = CMD_MEDIUM,
+		.usage = LBA16(0xf8) },
+	[SCSI_READ_DEFECT_DATA_10] = { .fn = sbc_read_defect, .len = 10,
+		.usage = { 0, 0, 0x1f, 0, 0, 0, 0, 0xff, 0xff, CTL } },
+	[SCSI_READ_DEFECT_DATA_12] = { .fn = sbc_read_defect, .len = 12,
+		.usage = { 0, 0x1f, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, CTL } },
 };
 
 static bool cmd_visible(const struct scsi_lu *lu, const struct cmd *c)
@@ -963,6 +1125,9 @@ static void reset(struct scsi_req *out)
 	out->data_out_len = 0;
 	out->data_in_len = 0;
 	out->needs_params = false;
+	out->xop = SCSI_XOP_NONE;
+	out->exact_out = false;
+	out->pattern = false;
 }
 
 /* Finds the command and checks what every command shares: CDB length,
@@ -1083,9 +1248,10 @@ static int params_write_same(const struct scsi_lu *lu, const uint8_t *d, uint32_
 		return -EINVAL;
 	}
 	for (uint32_t i = 0; i < lu->block; i++) {
-		if (d[i]) { /* a pattern: we only zero or unmap */
-			bad_cdb(out, 1);
-			return -EINVAL;
+		if (d[i]) { /* a pattern: written, even with UNMAP (LBPRZ=0) */
+			out->op = BS_WRITE;
+			out->pattern = true;
+			break;
 		}
 	}
 	if (max < 1) {

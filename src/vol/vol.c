@@ -83,11 +83,103 @@ void vol_set_disk(struct vol *v, enum vol_disk d)
 	}
 }
 
+static bool overlaps(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen)
+{
+	return a < b + blen && b < a + alen;
+}
+
+static bool modifies(const struct vol_io *io)
+{
+	return io->type == BS_WRITE || io->type == BS_TRIM || io->type == BS_ZERO;
+}
+
+/* A lock other than io's own that io must wait for: a granted one, or (for
+ * writes of no lock holder) a waiting one, so that a stream of writes cannot
+ * starve it. A holder's write never waits for a lock still waiting (which
+ * would wait for the holder). */
+static bool io_blocked(struct vol *v, const struct vol_io *io)
+{
+	struct list *pos, *tmp;
+	list_for_each_safe(pos, tmp, &v->locks) {
+		struct vol_lock *lk = container_of(pos, struct vol_lock, link);
+		if (lk != io->lock && overlaps(lk->off, lk->len, io->off, io->len) &&
+		    (lk->granted || !io->lock))
+			return true;
+	}
+	return false;
+}
+
+static void locks_grant(struct vol *v)
+{
+	struct list *pos, *tmp, *p2, *t2;
+	list_for_each_safe(pos, tmp, &v->locks) {
+		struct vol_lock *lk = container_of(pos, struct vol_lock, link);
+		bool ok = true;
+		if (lk->granted)
+			continue;
+		/* an earlier overlapping lock, granted or not, goes first */
+		for (p2 = v->locks.next; p2 != pos && ok; p2 = p2->next) {
+			struct vol_lock *o = container_of(p2, struct vol_lock, link);
+			ok = !overlaps(o->off, o->len, lk->off, lk->len);
+		}
+		list_for_each_safe(p2, t2, &v->writes) {
+			struct vol_io *w = container_of(p2, struct vol_io, vlink);
+			if (!ok)
+				break;
+			ok = !overlaps(w->off, w->len, lk->off, lk->len);
+		}
+		if (ok) {
+			lk->granted = true;
+			lk->granted_cb(lk);
+			/* the callback may have changed the lists: start over */
+			locks_grant(v);
+			return;
+		}
+	}
+}
+
+void vol_lock(struct vol *v, struct vol_lock *lk)
+{
+	lk->granted = false;
+	list_add_tail(&v->locks, &lk->link);
+	locks_grant(v);
+}
+
+void vol_unlock(struct vol *v, struct vol_lock *lk)
+{
+	struct list go, *pos, *tmp;
+
+	list_del(&lk->link);
+	lk->granted = false;
+	list_init(&go);
+	list_for_each_safe(pos, tmp, &v->parked) {
+		struct vol_io *io = container_of(pos, struct vol_io, vlink);
+		if (!io_blocked(v, io)) {
+			list_del(&io->vlink);
+			list_add_tail(&go, &io->vlink);
+		}
+	}
+	list_for_each_safe(pos, tmp, &go) {
+		struct vol_io *io = container_of(pos, struct vol_io, vlink);
+		list_del(&io->vlink);
+		io->tracked = false;
+		v->inflight--; /* vol_submit counts it again */
+		vol_submit(v, io);
+	}
+	locks_grant(v);
+}
+
 void vol_complete(struct vol_io *io, int res)
 {
 	struct vol *v = io->vol;
 
 	v->inflight--;
+	if (io->tracked) {
+		list_del(&io->vlink);
+		io->tracked = false;
+		if (!list_empty(&v->locks))
+			locks_grant(v);
+	}
 	if (res == -EIO)
 		v->stats.errors++;
 	io->cb(io, res);
@@ -173,6 +265,15 @@ void vol_submit(struct vol *v, struct vol_io *io)
 		fail_async(v, io, -EINVAL);
 		return;
 	}
+	io->tracked = false;
+	if (modifies(io)) { /* always tracked: a lock must see every write in flight */
+		io->tracked = true;
+		if (io_blocked(v, io)) { /* V3: waits for the lock to go */
+			list_add_tail(&v->parked, &io->vlink);
+			return;
+		}
+		list_add_tail(&v->writes, &io->vlink);
+	}
 	switch (io->type) {
 	case BS_READ: v->stats.reads++; v->stats.read_bytes += io->len; break;
 	case BS_WRITE: v->stats.writes++; v->stats.write_bytes += io->len; break;
@@ -228,6 +329,9 @@ int vol_open(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned ni
 	snprintf(v->name, sizeof(v->name), "%s", cv->name);
 	v->size = cv->size;
 	v->ev = ev;
+	list_init(&v->locks);
+	list_init(&v->writes);
+	list_init(&v->parked);
 
 	if (cv->disk[ni][0])
 		snprintf(dpath, sizeof(dpath), "%s", cv->disk[ni]);

@@ -11,6 +11,11 @@
  *   V1. Only a primary with a disk that is not failed accepts I/O
  *       (vol_submit fails everything else with -EROFS / -EIO).
  *   V2. Every request completes exactly once, from the event loop.
+ *   V3. Range locks (COMPARE AND WRITE, ORWRITE): while a lock on [off, len)
+ *       is granted, no other write, trim or zero of the volume that overlaps
+ *       it is in flight; one submitted meanwhile waits (parked) until the
+ *       lock is released. Locks are granted in request order among
+ *       overlapping ones; a lock waits for overlapping writes in flight.
  */
 #ifndef TANDEM_VOL_H
 #define TANDEM_VOL_H
@@ -38,6 +43,15 @@ struct vol_stats {
 	uint64_t read_bytes, write_bytes, errors;
 };
 
+/* A range lock (V3). The caller fills off, len, granted_cb; owns the memory
+ * until vol_unlock. */
+struct vol_lock {
+	struct list link; /* in vol->locks, in request order */
+	uint64_t off, len;
+	bool granted;
+	void (*granted_cb)(struct vol_lock *lk); /* called once, maybe from vol_lock */
+};
+
 struct vol {
 	char name[CFG_NAME_MAX];
 	uint64_t size;
@@ -57,6 +71,9 @@ struct vol {
 	/* replication: NULL for a volume that lives on one node */
 	struct repl *repl;
 	bool demoting; /* role change to secondary pending: new I/O refused */
+	struct list locks;    /* struct vol_lock: granted and waiting (V3) */
+	struct list writes;   /* modifying vol_io in flight (write, trim, zero) */
+	struct list parked;   /* vol_io waiting for a lock to go */
 	bool crashed;         /* did not shut down cleanly last time */
 	bool crashed_primary; /* ... and was primary then */
 };
@@ -90,6 +107,11 @@ struct vol_io {
 	void (*cb)(struct vol_io *io, int res);
 	/* internal: who vol_local reports to */
 	void (*local_done)(struct vol_io *io, int res);
+	/* range locks (V3): the lock this write runs under (set by its owner),
+	 * and the link in vol->writes or vol->parked */
+	struct vol_lock *lock;
+	struct list vlink;
+	bool tracked;
 	struct vol_rep rep;
 };
 
@@ -104,6 +126,12 @@ void vol_submit(struct vol *v, struct vol_io *io);
 void vol_local(struct vol *v, struct vol_io *io, void (*done)(struct vol_io *io, int res));
 /* For src/repl: completes a front-end request that vol_submit handed over. */
 void vol_complete(struct vol_io *io, int res);
+/* Range locks (V3). vol_lock calls lk->granted_cb when no overlapping write
+ * is in flight and no earlier overlapping lock remains (maybe at once). The
+ * holder's own writes carry io->lock = lk. vol_unlock releases (granted or
+ * still waiting) and lets parked writes go. */
+void vol_lock(struct vol *v, struct vol_lock *lk);
+void vol_unlock(struct vol *v, struct vol_lock *lk);
 /* Disk state change, persisted in the metadata flags (synchronous). */
 void vol_set_disk(struct vol *v, enum vol_disk d);
 /* Reports a state change to whoever listens (what: "role", "disk",
