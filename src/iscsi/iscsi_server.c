@@ -1479,7 +1479,14 @@ static struct task *data_out_target(struct iconn *c, const struct iscsi_bhs *h)
 		return NULL;
 	}
 	if (h->w36 != t->dout_sn) {
-		conn_kill(c, "Data-Out out of DataSN order");
+		/* The command fails (ABORTED COMMAND, DATA PHASE ERROR), nothing of
+		 * it is written; the rest of its data is dropped; the session stays. */
+		log_debug("iscsi: Data-Out with DataSN %u, %u expected: command failed", h->w36,
+			  t->dout_sn);
+		scsi_error(&t->req, -EPROTO);
+		send_status(t, t->req.status, t->req.sense, t->req.sense_len, 0);
+		t->aborted = true;
+		task_release(t);
 		return NULL;
 	}
 	t->dout_sn++;
