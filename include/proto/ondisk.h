@@ -7,11 +7,17 @@
  * Layout of the metadata file:
  *   [0, 4096)          superblock slot 0
  *   [4096, 8192)       superblock slot 1
- *   [8192, 1 MiB)      activity log: one bit per 64 bits of the change bitmap
+ *   [8192, 960 KiB)    activity log: one bit per 64 bits of the change bitmap
  *                      (an "extent" of 64 regions), set before a write to the
  *                      extent is issued and cleared lazily once the extent is
  *                      idle and its change bits are on disk. After a crash,
  *                      every extent set here is treated as out of sync.
+ *   [960 KiB, 1 MiB)   volume attributes kept beside the data (the SCSI
+ *                      persistent reservations): two slots of 32 KiB, each a
+ *                      struct tandem_md_meta header and `len` bytes of an
+ *                      image whose format belongs to its user (src/scsi/pr.h);
+ *                      the same two-slot rule as the superblock (seq, CRC32C
+ *                      over header and image). An all-zero area: no attributes.
  *   [1 MiB, ...)       change bitmap, bm_bytes long (used by replication)
  *
  * Crash safety: a write goes to the slot that does NOT hold the newest valid
@@ -30,6 +36,10 @@
 #define TANDEM_MD_SLOTS 2u
 #define TANDEM_MD_AL_OFFSET 8192u
 #define TANDEM_MD_BITMAP_OFFSET (1024u * 1024u)
+#define TANDEM_MD_META_OFFSET (960u * 1024u)
+#define TANDEM_MD_META_SLOT 32768u
+#define TANDEM_MD_META_MAGIC 0x3141544d444e4154ull /* "TANDMTA1" read as LE u64 */
+#define TANDEM_MD_META_MAX (TANDEM_MD_META_SLOT - 32u)
 #define TANDEM_MD_NAME_LEN 64u
 #define TANDEM_MD_HISTORY 4u
 
@@ -67,5 +77,15 @@ struct tandem_md_sb {
 } __attribute__((packed));
 
 _Static_assert(sizeof(struct tandem_md_sb) == TANDEM_MD_SLOT_SIZE, "superblock is one slot");
+
+/* Header of a volume attribute slot; the image follows. */
+struct tandem_md_meta {
+	uint64_t magic;  /* TANDEM_MD_META_MAGIC */
+	uint64_t seq;    /* higher wins */
+	uint32_t len;    /* image bytes, <= TANDEM_MD_META_MAX */
+	uint32_t crc;    /* CRC32C of this header (crc zero) and the image */
+	uint64_t reserved;
+} __attribute__((packed));
+_Static_assert(sizeof(struct tandem_md_meta) == 32, "meta header is 32 bytes");
 
 #endif

@@ -45,7 +45,9 @@
 
 /* features: both sides send the bits they know and use the AND */
 #define REPL_FEAT_RESYNC2 (1ull << 0) /* RS_ZERO, CSUM, RS_START, ACK_DIFFERS */
-#define REPL_FEATURES_KNOWN REPL_FEAT_RESYNC2
+#define REPL_FEAT_META (1ull << 1)    /* META */
+#define REPL_FEATURES_KNOWN (REPL_FEAT_RESYNC2 | REPL_FEAT_META)
+#define REPL_MAX_META 32736u          /* = TANDEM_MD_META_MAX */
 
 enum repl_type {
 	REPL_HELLO = 1,
@@ -67,6 +69,9 @@ enum repl_type {
 	REPL_RS_ZERO = 23,  /* resync: the region is all zero on the source (no payload) */
 	REPL_CSUM = 24,     /* digest of a region: the receiver compares it with its own */
 	REPL_RS_START = 25, /* a resync of the sender's marked regions starts (after verify) */
+	REPL_META = 26,     /* primary -> secondary: the volume attributes image (SCSI
+			     * persistent reservations), 0..REPL_MAX_META bytes, no fixed
+			     * part; stored durably before the next message is read */
 	REPL_TYPE_MAX
 };
 

@@ -20,7 +20,9 @@
 #include "../common/log.h"
 #include "../common/util.h"
 #include "../net/net.h"
+#include "../scsi/pr.h"
 #include "../scsi/scsi.h"
+#include "../scsi/xcopy.h"
 #include "iscsi_pdu.h"
 #include "iscsi_text.h"
 
@@ -32,8 +34,19 @@
 
 enum cstate { CS_LOGIN = 0, CS_FULL, CS_LOGOUT, CS_DEAD };
 
+/* What a logical unit keeps across commands and sessions: its reservations
+ * (decoded from the volume attributes, which the volume persists and
+ * replicates) and the last EXTENDED COPY's result. One per volume. */
+struct ilu {
+	struct vol *vol;
+	struct pr_state pr;
+	uint64_t pr_version; /* vol->meta_version that pr was decoded from */
+	bool pr_loaded;
+};
+
 struct iscsi_server {
 	struct ev_loop *ev;
+	struct ilu *lus; /* [nvols] */
 	struct net_listener lis;
 	char cluster[CFG_NAME_MAX];
 	const struct cfg *cfg;
@@ -54,6 +67,9 @@ struct iconn {
 	enum cstate st;
 	bool discovery, net_closed, logged_in_once;
 	struct vol *vol;
+	struct ilu *ilu;       /* vol's shared logical unit state */
+	struct pr_nexus nexus; /* this session's I_T nexus, for reservations */
+	struct xcopy_status xs; /* the last EXTENDED COPY of this I_T nexus */
 	struct scsi_lu lu;
 	char lu_serial[40], lu_iqn[ISCSI_VALUE_MAX + 1];
 	struct iscsi_params p;
@@ -116,6 +132,10 @@ struct task {
 	struct vol_lock lock;
 	bool locked;
 	uint64_t pat_done; /* WRITE SAME pattern: bytes of the extent written */
+	/* EXTENDED COPY: the segments, the one running, bytes of it done */
+	struct xcopy_seg *xsegs;
+	int xseg, nxseg;
+	uint64_t xdone;
 	struct list link;
 };
 
@@ -691,6 +711,7 @@ static void task_free(struct task *t)
 	free(t->buf);
 	free(t->ext);
 	free(t->cmp);
+	free(t->xsegs);
 	free(t);
 	if (c->st == CS_LOGOUT && c->ntasks == 0 && c->refs == 1)
 		conn_kill(c, NULL);
@@ -1028,6 +1049,177 @@ static void pattern_start(struct task *t)
 	pattern_next(t);
 }
 
+/* ---- reservations (src/scsi/pr.h) ---- */
+
+/* The logical unit's reservations as the volume attributes hold them now
+ * (they change under us when the peer primary sends new ones). */
+static struct pr_state *ilu_pr(struct ilu *u)
+{
+	struct vol *v = u->vol;
+
+	if (u->pr_loaded && u->pr_version == v->meta_version)
+		return &u->pr;
+	if (!v->meta_len || pr_decode(&u->pr, v->meta, v->meta_len)) {
+		if (v->meta_len)
+			log_warn("volume %s: stored reservations unreadable: starting without",
+				 v->name);
+		pr_init(&u->pr);
+	}
+	u->pr_version = v->meta_version;
+	u->pr_loaded = true;
+	return &u->pr;
+}
+
+/* Persists (and replicates) u->pr: 0 or -errno. */
+static int ilu_pr_save(struct ilu *u)
+{
+	uint8_t buf[PR_IMAGE_MAX];
+	int n = pr_encode(&u->pr, buf, sizeof(buf)), r;
+
+	if (n < 0)
+		return n;
+	r = vol_meta_set(u->vol, buf, (size_t)n);
+	if (!r)
+		u->pr_version = u->vol->meta_version;
+	return r;
+}
+
+/* After a transport event (nexus loss, reset) that may change the state. */
+static void ilu_pr_event(struct iconn *c, bool reset)
+{
+	struct pr_state *s;
+
+	if (!c->ilu || c->vol->role != VOL_PRIMARY)
+		return;
+	s = ilu_pr(c->ilu);
+	if ((reset ? pr_reset(s) : pr_nexus_lost(s, &c->nexus)) && ilu_pr_save(c->ilu))
+		log_warn("volume %s: reservations not saved", c->vol->name);
+}
+
+/* PERSISTENT RESERVE OUT, RESERVE, RELEASE with `use` bytes of parameter
+ * list: a change is stored, sent to the peer, and answered after a flush of
+ * the volume (whose completion means the peer has it, in sync mode). */
+static void pr_out_run(struct task *t, uint32_t use)
+{
+	struct scsi_req *q = &t->req;
+	struct ilu *u = t->c->ilu;
+	int r;
+
+	if (pr_out(ilu_pr(u), &t->c->nexus, t->cdb, t->buf, use, q) <= 0)
+		return task_finish_req(t);
+	r = ilu_pr_save(u);
+	if (r) {
+		scsi_error(q, r);
+		return task_finish_req(t);
+	}
+	q->kind = SCSI_IO;
+	q->op = BS_FLUSH;
+	task_submit(t, BS_FLUSH, 0, 0, false);
+}
+
+/* ---- EXTENDED COPY (src/scsi/xcopy.h): segment after segment, in chunks of
+ * up to XCOPY_CHUNK read then written ---- */
+
+#define XCOPY_CHUNK (1u << 20)
+
+static void xcopy_next(struct task *t);
+
+static void xcopy_end(struct task *t, int res)
+{
+	struct xcopy_status *xs = &t->c->xs;
+
+	xs->done = true;
+	xs->failed = res != 0;
+	if (res)
+		scsi_error(&t->req, res);
+	else
+		scsi_done(&t->req, SCSI_GOOD);
+	t->io_busy = false;
+	send_status(t, t->req.status, t->req.sense, t->req.sense_len, t->req.data_out_len);
+	task_put(t);
+}
+
+static void xcopy_wrote(struct vol_io *io, int res)
+{
+	struct task *t = container_of(io, struct task, io);
+	struct xcopy_status *xs = &t->c->xs;
+
+	if (res)
+		return xcopy_end(t, res);
+	t->xdone += io->len;
+	xs->bytes += io->len;
+	if (t->xdone >= t->xsegs[t->xseg].len) {
+		t->xseg++;
+		t->xdone = 0;
+		xs->segments_processed++;
+	}
+	if (t->xseg >= t->nxseg || t->aborted)
+		return xcopy_end(t, 0);
+	xcopy_next(t);
+}
+
+static void xcopy_read(struct vol_io *io, int res)
+{
+	struct task *t = container_of(io, struct task, io);
+
+	if (res)
+		return xcopy_end(t, res);
+	io->type = BS_WRITE;
+	io->off = t->xsegs[t->xseg].dst_off + t->xdone;
+	io->cb = xcopy_wrote;
+	vol_submit(t->c->vol, io);
+}
+
+static void xcopy_next(struct task *t)
+{
+	struct xcopy_seg *g = &t->xsegs[t->xseg];
+	struct vol_io *io = &t->io;
+
+	io->type = BS_READ;
+	io->flags = 0;
+	io->off = g->src_off + t->xdone;
+	io->len = MIN(g->len - t->xdone, (uint64_t)t->cmp_len);
+	io->buf = t->cmp;
+	io->lock = NULL;
+	io->cb = xcopy_read;
+	vol_submit(t->c->vol, io);
+}
+
+static void xcopy_run(struct task *t, uint32_t use)
+{
+	struct scsi_req *q = &t->req;
+	struct xcopy_status *xs = &t->c->xs;
+	uint64_t most = 0;
+	uint8_t lid = 0;
+	int n;
+
+	t->xsegs = calloc(XCOPY_MAX_SEG_DESC, sizeof(*t->xsegs));
+	if (!t->xsegs) {
+		scsi_error(q, -ENOMEM);
+		return task_finish_req(t);
+	}
+	n = xcopy_parse(&t->c->lu, t->cdb, t->buf, use, t->xsegs, XCOPY_MAX_SEG_DESC, &lid, q);
+	if (n <= 0)
+		return task_finish_req(t);
+	for (int i = 0; i < n; i++)
+		most = MAX(most, t->xsegs[i].len);
+	t->cmp_len = (uint32_t)MIN(most, (uint64_t)XCOPY_CHUNK);
+	if (posix_memalign((void **)&t->cmp, 4096, MAX(t->cmp_len, 4096u))) {
+		t->cmp = NULL;
+		scsi_error(q, -ENOMEM);
+		return task_finish_req(t);
+	}
+	memset(xs, 0, sizeof(*xs));
+	xs->valid = xcopy_hold(t->buf, use);
+	xs->list_id = lid;
+	t->nxseg = n;
+	t->xseg = 0;
+	t->xdone = 0;
+	t->io_busy = true;
+	t->refs++;
+	xcopy_next(t);
+}
+
 /* All of a write's data is here (or there was none to wait for). */
 static void task_data_complete(struct task *t)
 {
@@ -1069,6 +1261,10 @@ static void task_data_complete(struct task *t)
 		task_submit(t, q->op, t->ext[0].off, t->ext[0].len, q->fua);
 		return;
 	}
+	if (q->xop == SCSI_XOP_PR_OUT)
+		return pr_out_run(t, use);
+	if (q->xop == SCSI_XOP_XCOPY)
+		return xcopy_run(t, use);
 	if (q->xop != SCSI_XOP_NONE)
 		return xop_start(t);
 	task_submit(t, q->op, q->off, q->len, q->fua);
@@ -1142,6 +1338,13 @@ static void lu_init(struct iconn *c)
 		 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12],
 		 u[13], u[14], u[15]);
 	target_iqn(c->srv, v, c->lu_iqn, sizeof(c->lu_iqn));
+	for (unsigned i = 0; i < c->srv->nvols; i++)
+		if (c->srv->lus[i].vol == v)
+			c->ilu = &c->srv->lus[i];
+	snprintf(c->nexus.initiator, sizeof(c->nexus.initiator),
+		 "%s,i,0x%02x%02x%02x%02x%02x%02x", c->initiator, c->isid[0], c->isid[1],
+		 c->isid[2], c->isid[3], c->isid[4], c->isid[5]);
+	c->nexus.tport = 1;
 	c->lu.vendor = "TANDEM";
 	c->lu.product = v->name;
 	c->lu.serial = c->lu_serial;
@@ -1248,8 +1451,24 @@ static struct task *handle_cmd(struct iconn *c, const struct iscsi_bhs *h)
 	/* The expected length only shapes the data transfer here (residuals,
 	 * and a write of no more than what came), so the command layer sees
 	 * none. */
-	if (h->lun != 0 || !ua_report(c, t->cdb, q))
-		scsi_exec(h->lun == 0 ? &c->lu : NULL, t->cdb, ISCSI_CDB_LEN, UINT32_MAX, q);
+	if (h->lun != 0) {
+		scsi_exec(NULL, t->cdb, ISCSI_CDB_LEN, UINT32_MAX, q);
+	} else if (!ua_report(c, t->cdb, q)) {
+		if (c->lu.ready && pr_conflict(ilu_pr(c->ilu), &c->nexus, t->cdb))
+			scsi_done(q, SCSI_RESERVATION_CONFLICT);
+		else
+			scsi_exec(&c->lu, t->cdb, ISCSI_CDB_LEN, UINT32_MAX, q);
+		if (q->kind == SCSI_IO && q->xop == SCSI_XOP_PR_IN)
+			pr_in(ilu_pr(c->ilu), t->cdb, q);
+		else if (q->kind == SCSI_IO && q->xop == SCSI_XOP_COPY_RESULTS)
+		{
+			xcopy_results(&c->lu, t->cdb, &c->xs, q);
+			/* a finished copy's status is reported once (SPC-4 6.18.3) */
+			if (q->status == SCSI_GOOD && (t->cdb[1] & 0x1f) == XCOPY_RCR_COPY_STATUS &&
+			    c->xs.done)
+				c->xs.valid = false;
+		}
+	}
 	if (q->status == SCSI_GOOD && ((q->exact_out && t->expected != q->data_out_len) ||
 				   (q->xop != SCSI_XOP_NONE && t->expected < q->data_out_len)))
 		scsi_check(q, SCSI_KEY_ILLEGAL_REQUEST, SCSI_ASC_INVALID_FIELD_CDB);
@@ -1324,6 +1543,8 @@ static void handle_tmf(struct iconn *c, const struct iscsi_bhs *h)
 			t->aborted = true;
 			task_release(t);
 		}
+		if (fn != ISCSI_TMF_ABORT_TASK_SET && fn != ISCSI_TMF_CLEAR_TASK_SET)
+			ilu_pr_event(c, true);
 		if (fn == ISCSI_TMF_LUN_RESET)
 			ua_broadcast(c->srv, c->vol, UA_RESET);
 		else if (fn != ISCSI_TMF_ABORT_TASK_SET && fn != ISCSI_TMF_CLEAR_TASK_SET)
@@ -1638,6 +1859,8 @@ static void on_closed(struct net_conn *nc)
 	struct iconn *c = container_of(nc, struct iconn, net);
 	struct list *pos, *tmp;
 
+	if (c->ilu && c->logged_in_once)
+		ilu_pr_event(c, false); /* the I_T nexus is gone */
 	c->st = CS_DEAD;
 	c->net_closed = true;
 	if (c->rx_task) {
@@ -1712,11 +1935,24 @@ int iscsi_server_new(struct ev_loop *ev, const char *addr, const struct cfg *cfg
 	list_init(&s->conns);
 	s->vols = vols;
 	s->nvols = nvols;
+	s->lus = calloc(nvols ? nvols : 1, sizeof(*s->lus));
+	if (!s->lus) {
+		free(s);
+		return -ENOMEM;
+	}
+	for (unsigned i = 0; i < nvols; i++) {
+		struct ilu *u = &s->lus[i];
+		u->vol = vols[i];
+		/* no session survives a restart: neither does an SPC-2 reservation */
+		if (u->vol->role == VOL_PRIMARY && pr_reset(ilu_pr(u)) && ilu_pr_save(u))
+			log_warn("volume %s: reservations not saved", u->vol->name);
+	}
 	snprintf(s->cluster, sizeof(s->cluster), "%s", cfg->cluster);
 	s->cfg = cfg;
 	snprintf(s->addr, sizeof(s->addr), "%s", addr);
 	r = net_listen(&s->lis, ev, addr, on_accept);
 	if (r) {
+		free(s->lus);
 		free(s);
 		return r;
 	}
@@ -1748,5 +1984,7 @@ unsigned iscsi_server_conns(const struct iscsi_server *s)
 
 void iscsi_server_free(struct iscsi_server *s)
 {
+	if (s)
+		free(s->lus);
 	free(s);
 }

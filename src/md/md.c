@@ -233,3 +233,88 @@ void md_close(struct md *md)
 	close(md->fd);
 	free(md);
 }
+
+/* ---- volume attributes ---- */
+
+static uint32_t meta_crc(const struct tandem_md_meta *h, const uint8_t *img, uint32_t len)
+{
+	struct tandem_md_meta c = *h;
+	c.crc = 0;
+	return crc32c(crc32c(0, &c, sizeof(c)), img, len);
+}
+
+int md_meta_read(struct md *md, uint8_t *buf, size_t max)
+{
+	uint8_t *slot = malloc(TANDEM_MD_META_SLOT);
+	int best = 0;
+
+	if (!slot)
+		return -ENOMEM;
+	md->meta_seq = 0;
+	for (unsigned i = 0; i < 2; i++) {
+		struct tandem_md_meta h;
+		ssize_t n = pread(md->fd, slot, TANDEM_MD_META_SLOT,
+				  (off_t)TANDEM_MD_META_OFFSET + (off_t)i * TANDEM_MD_META_SLOT);
+		uint32_t len;
+
+		if (n < (ssize_t)sizeof(h))
+			continue; /* short file: nothing stored yet */
+		memcpy(&h, slot, sizeof(h));
+		len = le32toh(h.len);
+		if (le64toh(h.magic) != TANDEM_MD_META_MAGIC || len > TANDEM_MD_META_MAX ||
+		    (size_t)n < sizeof(h) + len || len > max)
+			continue;
+		h.magic = le64toh(h.magic);
+		h.seq = le64toh(h.seq);
+		h.len = len;
+		{
+			struct tandem_md_meta le = h;
+			le.magic = htole64(h.magic);
+			le.seq = htole64(h.seq);
+			le.len = htole32(len);
+			if (meta_crc(&le, slot + sizeof(h), len) != le32toh(h.crc))
+				continue;
+		}
+		if (h.seq > md->meta_seq) {
+			md->meta_seq = h.seq;
+			md->meta_slot = i;
+			memcpy(buf, slot + sizeof(h), len);
+			best = (int)len;
+		}
+	}
+	free(slot);
+	return best;
+}
+
+int md_meta_write(struct md *md, const uint8_t *buf, size_t len)
+{
+	unsigned slot = md->meta_seq ? md->meta_slot ^ 1u : 0;
+	uint8_t *img;
+	struct tandem_md_meta h;
+	ssize_t n;
+	size_t total = sizeof(h) + len;
+
+	if (len > TANDEM_MD_META_MAX)
+		return -EFBIG;
+	img = calloc(1, total);
+	if (!img)
+		return -ENOMEM;
+	memset(&h, 0, sizeof(h));
+	h.magic = htole64(TANDEM_MD_META_MAGIC);
+	h.seq = htole64(md->meta_seq + 1);
+	h.len = htole32((uint32_t)len);
+	h.crc = htole32(meta_crc(&h, buf, (uint32_t)len));
+	memcpy(img, &h, sizeof(h));
+	memcpy(img + sizeof(h), buf, len);
+	n = pwrite(md->fd, img, total, (off_t)TANDEM_MD_META_OFFSET + (off_t)slot * TANDEM_MD_META_SLOT);
+	free(img);
+	if (n < 0)
+		return -errno;
+	if ((size_t)n != total)
+		return -EIO;
+	if (fdatasync(md->fd) < 0)
+		return -errno;
+	md->meta_seq++;
+	md->meta_slot = slot;
+	return 0;
+}

@@ -5,6 +5,7 @@
 #define TANDEM_MD_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "../../include/proto/ondisk.h"
@@ -35,6 +36,8 @@ struct md {
 	struct md_sb sb;
 	unsigned slot; /* slot holding sb */
 	bool created;  /* made by this open */
+	uint64_t meta_seq;   /* newest attribute slot's seq (0: none) */
+	unsigned meta_slot;  /* and where it is */
 };
 
 /* Opens path; when it holds no valid superblock and is empty, creates one from
@@ -44,5 +47,12 @@ int md_open(const char *path, const struct md_sb *init, struct md **out);
 /* Persists md->sb with seq+1 into the other slot, fsynced. Synchronous. */
 int md_write(struct md *md);
 void md_close(struct md *md); /* NULL is a no-op */
+
+/* Volume attributes (ondisk.h: the meta area). md_meta_read fills buf (max
+ * bytes) with the newest valid image and returns its length, 0 when there is
+ * none; md_meta_write stores len bytes in the other slot with seq + 1 and
+ * fsyncs. Synchronous; both return -errno on failure (-EFBIG: too long). */
+int md_meta_read(struct md *md, uint8_t *buf, size_t max);
+int md_meta_write(struct md *md, const uint8_t *buf, size_t len);
 
 #endif

@@ -301,6 +301,32 @@ static void send_small(struct rconn *c, const uint8_t *buf, size_t len)
 	rmsg_send(c, m);
 }
 
+/* The volume attributes to the peer (primary only). */
+static void meta_send(struct repl *r, struct rconn *c)
+{
+	struct rmsg *m;
+	size_t n;
+
+	if (r->v->role != VOL_PRIMARY || !conn_usable(c) || !(c->features & REPL_FEAT_META) ||
+	    (!r->v->meta_len && !r->v->meta_version))
+		return;
+	m = rmsg_new(32 + r->v->meta_len);
+	if (!m) {
+		conn_fail(c, "out of memory");
+		return;
+	}
+	n = repl_enc_meta_hdr(m->buf, r->v->meta_len);
+	memcpy(m->buf + n, r->v->meta, r->v->meta_len);
+	m->len = (uint32_t)(n + r->v->meta_len);
+	rmsg_send(c, m);
+}
+
+void repl_meta_changed(struct repl *r)
+{
+	if (r->conn && r->conn->stage == ST_RUN)
+		meta_send(r, r->conn);
+}
+
 /* ---- generations and persistent state ---- */
 
 static uint64_t new_gen(void)
@@ -1683,6 +1709,7 @@ static void handshake_decide(struct rconn *c)
 	r->peer = c->pst;
 	r->features = c->features;
 	set_cs(r, RC_CONNECTED);
+	meta_send(r, c);
 	log_info("volume %s: connected to %s (generations %016llx / %016llx: %s%s)", r->v->name,
 		 c->peer_node, (unsigned long long)gm.current, (unsigned long long)gp.current,
 		 gen_verdict_name(d.verdict), d.full ? ", full sync" : "");
@@ -2031,6 +2058,15 @@ static int handle_msg(struct rconn *c, const uint8_t *body)
 		r->rs_total = 0;
 		vol_set_disk(r->v, VOL_INCONSISTENT);
 		set_rs(r, RR_SYNCTARGET);
+		return 0;
+	case REPL_META:
+		if (!(c->features & REPL_FEAT_META) || r->v->role == VOL_PRIMARY) {
+			conn_fail(c, "unexpected volume attributes from %s", c->peer_node);
+			return -1;
+		}
+		if (vol_meta_store(r->v, m->var, m->var_len))
+			log_warn("volume %s: volume attributes from %s not stored", r->v->name,
+				 c->peer_node);
 		return 0;
 	case REPL_SET_GEN:
 		if (r->v->role == VOL_PRIMARY || sb(r)->gen_current != m->u.gen.gen_bitmap) {
@@ -2436,7 +2472,7 @@ int repl_new(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned se
 			 v->name, (unsigned long long)cv->bitmap_granularity, m->bm_granularity,
 			 m->bm_granularity);
 	}
-	rc = bm_open(ev, v->md->fd, TANDEM_MD_AL_OFFSET, TANDEM_MD_BITMAP_OFFSET - TANDEM_MD_AL_OFFSET,
+	rc = bm_open(ev, v->md->fd, TANDEM_MD_AL_OFFSET, TANDEM_MD_META_OFFSET - TANDEM_MD_AL_OFFSET,
 		     m->bm_offset, v->size, m->bm_granularity, !v->md->created, v->crashed, &r->bm);
 	if (rc) {
 		snprintf(err, errlen, "volume %s: change bitmap: %s", v->name, strerror(-rc));

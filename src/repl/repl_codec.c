@@ -62,6 +62,10 @@ int repl_decode_hdr(const uint8_t in[sizeof(struct repl_hdr)], struct repl_msg *
 		if (h.len == 0 || h.len > REPL_MAX_ERROR)
 			return -EBADMSG;
 		break;
+	case REPL_META:
+		if (h.len > REPL_MAX_META)
+			return -EBADMSG;
+		break;
 	case REPL_WRITE:
 	case REPL_RS_DATA:
 		if (h.len <= fl || h.len - fl > REPL_MAX_DATA)
@@ -177,6 +181,10 @@ int repl_decode_body(const uint8_t *in, struct repl_msg *m)
 		return 0;
 	}
 	case REPL_BITMAP_END:
+		return 0;
+	case REPL_META:
+		m->var = in;
+		m->var_len = m->len;
 		return 0;
 	case REPL_ERROR:
 		for (uint32_t i = 0; i < m->len; i++)

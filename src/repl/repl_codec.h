@@ -63,6 +63,8 @@ size_t repl_enc_ping(uint8_t *out, uint16_t type, uint64_t cookie);
 size_t repl_enc_gen(uint8_t *out, uint16_t type, uint64_t current, uint64_t bitmap);
 size_t repl_enc_error(uint8_t *out, const char *msg); /* header + text */
 size_t repl_enc_empty(uint8_t *out, uint16_t type);    /* BITMAP_END */
+/* META: the header; len bytes of image follow */
+#define repl_enc_meta_hdr(out, len) repl_enc_hdr((out), REPL_META, (len))
 void repl_put_word(uint8_t *out, uint64_t w);
 
 #endif

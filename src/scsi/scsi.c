@@ -436,6 +436,41 @@ static void sbc_orwrite(const struct scsi_lu *lu, const uint8_t *cdb, uint32_t x
 	out->data_out_len = r.n * lu->block;
 }
 
+/* Reservations and copies: checked here for what every command shares; the
+ * caller runs src/scsi/pr.c or xcopy.c with its state (enum scsi_xop). */
+static void spc_stateful(const struct scsi_lu *lu, const uint8_t *cdb, uint32_t xfer,
+			 struct scsi_req *out)
+{
+	uint32_t plen = 0;
+	(void)lu;
+	(void)xfer;
+
+	out->kind = SCSI_IO;
+	out->status = SCSI_GOOD;
+	switch (cdb[0]) {
+	case SCSI_PERSISTENT_RESERVE_IN:
+		out->xop = SCSI_XOP_PR_IN;
+		return;
+	case SCSI_RECEIVE_COPY_RESULTS:
+		out->xop = SCSI_XOP_COPY_RESULTS;
+		return;
+	case SCSI_PERSISTENT_RESERVE_OUT:
+		plen = get32(cdb + 5);
+		out->xop = SCSI_XOP_PR_OUT;
+		break;
+	case SCSI_EXTENDED_COPY:
+		plen = get32(cdb + 10);
+		out->xop = SCSI_XOP_XCOPY;
+		break;
+	default: /* RESERVE, RELEASE: no parameter list of ours */
+		out->xop = SCSI_XOP_PR_OUT;
+		return;
+	}
+	if (plen > SCSI_PARAM_MAX)
+		return illegal(out, SCSI_ASC_PARAM_LIST_LENGTH);
+	out->data_out_len = plen;
+}
+
 /* READ DEFECT DATA 10/12: an empty list in the requested format. */
 static void sbc_read_defect(const struct scsi_lu *lu, const uint8_t *cdb, uint32_t xfer,
 			    struct scsi_req *out)
@@ -936,6 +971,24 @@ static const struct cmd mi_tab[32] = {
 		.usage = { 0, 0, 0x87, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, CTL } },
 };
 
+#define PRIN { .fn = spc_stateful, .len = 10, .flags = CMD_MEDIUM, \
+	       .usage = { 0, 0x1f, 0, 0, 0, 0, 0, 0xff, 0xff, CTL } }
+#define PROUT { .fn = spc_stateful, .len = 10, .flags = CMD_MEDIUM, \
+		.usage = { 0, 0x1f, 0xff, 0, 0, 0xff, 0xff, 0xff, 0xff, CTL } }
+static const struct cmd prin_tab[32] = { [0] = PRIN, [1] = PRIN, [2] = PRIN, [3] = PRIN };
+static const struct cmd prout_tab[32] = { [0] = PROUT, [1] = PROUT, [2] = PROUT, [3] = PROUT,
+					   [4] = PROUT, [5] = PROUT, [6] = PROUT };
+static const struct cmd xcopy_tab[32] = {
+	[0] = { .fn = spc_stateful, .len = 16, .flags = CMD_MEDIUM,
+		.usage = { 0, 0x1f, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, CTL } },
+};
+static const struct cmd rcr_tab[32] = {
+	[0] = { .fn = spc_stateful, .len = 16, .flags = CMD_MEDIUM,
+		.usage = { 0, 0x1f, 0xff, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, CTL } },
+	[3] = { .fn = spc_stateful, .len = 16, .flags = CMD_MEDIUM,
+		.usage = { 0, 0x1f, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, CTL } },
+};
+
 #define RW10 { 0, 0xfc, 0xff, 0xff, 0xff, 0xff, 0x1f, 0xff, 0xff, CTL }
 #define RW12 { 0, 0xfc, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x1f, CTL }
 #define RW16 { 0, 0xfc, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, \
@@ -1012,6 +1065,18 @@ static const struct cmd op_tab[256] = {
 			   0xff, 0x1f, CTL } },
 	[SCSI_ORWRITE_16] = { .fn = sbc_orwrite, .len = 16, .flags = CMD_MEDIUM,
 		.usage = LBA16(0xf8) },
+	[SCSI_RESERVE_6] = { .fn = spc_stateful, .len = 6, .flags = CMD_MEDIUM,
+		.usage = { 0, 0, 0, 0, 0, CTL } },
+	[SCSI_RELEASE_6] = { .fn = spc_stateful, .len = 6, .flags = CMD_MEDIUM,
+		.usage = { 0, 0, 0, 0, 0, CTL } },
+	[SCSI_RESERVE_10] = { .fn = spc_stateful, .len = 10, .flags = CMD_MEDIUM,
+		.usage = { 0, 0, 0, 0, 0, 0, 0, 0, 0, CTL } },
+	[SCSI_RELEASE_10] = { .fn = spc_stateful, .len = 10, .flags = CMD_MEDIUM,
+		.usage = { 0, 0, 0, 0, 0, 0, 0, 0, 0, CTL } },
+	[SCSI_PERSISTENT_RESERVE_IN] = { .sa = prin_tab, .len = 10 },
+	[SCSI_PERSISTENT_RESERVE_OUT] = { .sa = prout_tab, .len = 10 },
+	[SCSI_EXTENDED_COPY] = { .sa = xcopy_tab, .len = 16 },
+	[SCSI_RECEIVE_COPY_RESULTS] = { .sa = rcr_tab, .len = 16 },
 	[SCSI_READ_DEFECT_DATA_10] = { .fn = sbc_read_defect, .len = 10,
 		.usage = { 0, 0, 0x1f, 0, 0, 0, 0, 0xff, 0xff, CTL } },
 	[SCSI_READ_DEFECT_DATA_12] = { .fn = sbc_read_defect, .len = 12,

@@ -172,6 +172,15 @@
 #define SCSI_ORWRITE_16 0x8b
 #define SCSI_READ_DEFECT_DATA_10 0x37
 #define SCSI_READ_DEFECT_DATA_12 0xb7
+#define SCSI_RESERVE_6 0x16
+#define SCSI_RELEASE_6 0x17
+#define SCSI_RESERVE_10 0x56
+#define SCSI_RELEASE_10 0x57
+#define SCSI_PERSISTENT_RESERVE_IN 0x5e
+#define SCSI_PERSISTENT_RESERVE_OUT 0x5f
+#define SCSI_EXTENDED_COPY 0x83
+#define SCSI_RECEIVE_COPY_RESULTS 0x84
+#define SCSI_PARAM_MAX 65536u /* longest PERSISTENT RESERVE OUT / EXTENDED COPY list */
 
 /* Limits advertised in VPD 0xB0 and enforced. */
 #define SCSI_UNMAP_MAX_DESC 255u            /* 8 + 16 * 255 = 4088 bytes of list */
@@ -211,6 +220,14 @@ enum scsi_xop {
 	SCSI_XOP_CAW,         /* lock [off, len), read it, compare with the first half of
 			       * the data-out; equal: write the second half; unlock */
 	SCSI_XOP_ORWRITE,     /* lock, read, OR the data-out into it, write, unlock */
+	/* commands whose state lives with the caller (src/scsi/pr.h, xcopy.h):
+	 * the CDB was checked for its length and control byte, readiness and
+	 * the data-out length; the caller runs the module */
+	SCSI_XOP_PR_IN,       /* PERSISTENT RESERVE IN: pr_in() */
+	SCSI_XOP_PR_OUT,      /* PERSISTENT RESERVE OUT, RESERVE/RELEASE 6/10: pr_out()
+			       * with the data_out_len bytes of parameter list */
+	SCSI_XOP_XCOPY,       /* EXTENDED COPY: xcopy_parse() of the parameter list */
+	SCSI_XOP_COPY_RESULTS,/* RECEIVE COPY RESULTS: xcopy_results() */
 };
 
 struct scsi_extent {

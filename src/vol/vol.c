@@ -169,6 +169,29 @@ void vol_unlock(struct vol *v, struct vol_lock *lk)
 	locks_grant(v);
 }
 
+int vol_meta_store(struct vol *v, const uint8_t *buf, size_t len)
+{
+	int r = md_meta_write(v->md, buf, len);
+
+	if (r) {
+		log_err("volume %s: storing the volume attributes: %s", v->name, strerror(-r));
+		return r;
+	}
+	memcpy(v->meta, buf, len);
+	v->meta_len = (uint32_t)len;
+	v->meta_version++;
+	return 0;
+}
+
+int vol_meta_set(struct vol *v, const uint8_t *buf, size_t len)
+{
+	int r = vol_meta_store(v, buf, len);
+
+	if (!r && v->repl)
+		repl_meta_changed(v->repl);
+	return r;
+}
+
 void vol_complete(struct vol_io *io, int res)
 {
 	struct vol *v = io->vol;
@@ -373,6 +396,19 @@ int vol_open(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned ni
 		r = -EINVAL;
 		goto fail;
 	}
+	v->meta = malloc(TANDEM_MD_META_MAX);
+	if (!v->meta) {
+		r = -ENOMEM;
+		snprintf(err, errlen, "volume %s: out of memory", cv->name);
+		goto fail;
+	}
+	r = md_meta_read(v->md, v->meta, TANDEM_MD_META_MAX);
+	if (r < 0) {
+		snprintf(err, errlen, "volume %s: metadata %s: attributes: %s", cv->name, path,
+			 strerror(-r));
+		goto fail;
+	}
+	v->meta_len = (uint32_t)r;
 	if (v->md->sb.size != cv->size) {
 		snprintf(err, errlen,
 			 "volume %s: configured size %llu differs from the created size %llu "
@@ -443,6 +479,7 @@ fail:
 	bs_close(v->bs);
 	md_close(v->md);
 	free(v->zero_buf);
+	free(v->meta);
 	free(v);
 	return r;
 }
@@ -463,5 +500,6 @@ void vol_close(struct vol *v)
 	bs_close(v->bs);
 	md_close(v->md);
 	free(v->zero_buf);
+	free(v->meta);
 	free(v);
 }

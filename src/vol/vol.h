@@ -71,6 +71,11 @@ struct vol {
 	/* replication: NULL for a volume that lives on one node */
 	struct repl *repl;
 	bool demoting; /* role change to secondary pending: new I/O refused */
+	/* volume attributes (the SCSI persistent reservations image, opaque
+	 * here): kept in the metadata file, replicated by the primary */
+	uint8_t *meta;
+	uint32_t meta_len;
+	uint64_t meta_version; /* +1 on every change, local or from the peer */
 	struct list locks;    /* struct vol_lock: granted and waiting (V3) */
 	struct list writes;   /* modifying vol_io in flight (write, trim, zero) */
 	struct list parked;   /* vol_io waiting for a lock to go */
@@ -132,6 +137,11 @@ void vol_complete(struct vol_io *io, int res);
  * still waiting) and lets parked writes go. */
 void vol_lock(struct vol *v, struct vol_lock *lk);
 void vol_unlock(struct vol *v, struct vol_lock *lk);
+/* Volume attributes. vol_meta_set (primary): persists len bytes at buf
+ * (synchronous) and sends them to the peer; vol_meta_store: persists only
+ * (what the peer sent). Both 0 or -errno (-EFBIG: too long). */
+int vol_meta_set(struct vol *v, const uint8_t *buf, size_t len);
+int vol_meta_store(struct vol *v, const uint8_t *buf, size_t len);
 /* Disk state change, persisted in the metadata flags (synchronous). */
 void vol_set_disk(struct vol *v, enum vol_disk d);
 /* Reports a state change to whoever listens (what: "role", "disk",

@@ -29,7 +29,7 @@
 # directory that receives each family's raw output and parsed results).
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
-need iscsi-test-cu python3 timeout stdbuf
+need iscsi-test-cu qemu-io python3 timeout stdbuf
 
 EXPECTED=${EXPECTED:-$_root/tests/iscsi/expected.txt}
 FAMILY_TIMEOUT=${FAMILY_TIMEOUT:-60}
@@ -124,6 +124,12 @@ for fam in "${families[@]}"; do
 	case $fam in
 	MultipathIO | Reserve6 | PreventAllow | Prout* | Prin*) urls+=("$URL") ;;
 	esac
+	# Every family starts from a blank LUN (zeroed through the target, WRITE
+	# SAME with UNMAP), whatever the families before it wrote: families are
+	# independent of each other and of their order. (MultipathIO.CompareAndWrite
+	# in libiscsi 1.19 zeroes blocks 0-255 and then compares block 256 too.)
+	qemu-io -f raw -c "write -z -u 0 $VOL_SIZE" "$URL" >/dev/null 2>"$T/zero.err" ||
+		fail "zeroing the LUN before $fam: $(head -c 300 "$T/zero.err")"
 	t0=$(date +%s.%N)
 	rc=0
 	timeout -k 5 "$FAMILY_TIMEOUT" stdbuf -oL iscsi-test-cu --dataloss -i "$INIT1" -I "$INIT2" \
