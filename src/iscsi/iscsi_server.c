@@ -16,6 +16,7 @@
 #include <openssl/evp.h>
 #include <sys/random.h>
 
+#include "../common/bufpool.h"
 #include "../common/list.h"
 #include "../common/log.h"
 #include "../common/util.h"
@@ -47,6 +48,7 @@ struct ilu {
 struct iscsi_server {
 	struct ev_loop *ev;
 	struct ilu *lus; /* [nvols] */
+	struct bufpool pool; /* task data buffers */
 	struct net_listener lis;
 	char cluster[CFG_NAME_MAX];
 	const struct cfg *cfg;
@@ -708,9 +710,11 @@ static void task_free(struct task *t)
 	struct iconn *c = t->c;
 	list_del(&t->link);
 	c->ntasks--;
-	free(t->buf);
+	if (t->buf)
+		bufpool_put(&c->srv->pool, t->buf, MAX(t->buf_len, 4096u));
 	free(t->ext);
-	free(t->cmp);
+	if (t->cmp)
+		bufpool_put(&c->srv->pool, t->cmp, MAX(t->cmp_len, 4096u));
 	free(t->xsegs);
 	free(t);
 	if (c->st == CS_LOGOUT && c->ntasks == 0 && c->refs == 1)
@@ -783,7 +787,8 @@ static void send_data_in(struct task *t, const uint8_t *data, uint32_t len, bool
 {
 	struct iconn *c = t->c;
 	uint32_t sent = MIN(len, t->expected), off = 0;
-	uint32_t seg = MAX(c->p.mrdsl_initiator, 512u);
+	/* whole words: a segment sent from the block buffer carries no padding */
+	uint32_t seg = MAX(c->p.mrdsl_initiator, 512u) & ~3u;
 
 	if (t->aborted || c->st == CS_DEAD)
 		return;
@@ -976,8 +981,8 @@ static void xop_start(struct task *t)
 	struct scsi_req *q = &t->req;
 
 	t->cmp_len = (uint32_t)q->len;
-	if (posix_memalign((void **)&t->cmp, 4096, MAX(t->cmp_len, 4096u))) {
-		t->cmp = NULL;
+	t->cmp = bufpool_get(&t->c->srv->pool, MAX(t->cmp_len, 4096u));
+	if (!t->cmp) {
 		scsi_error(q, -ENOMEM);
 		send_status(t, q->status, q->sense, q->sense_len, t->received);
 		return;
@@ -1035,8 +1040,8 @@ static void pattern_start(struct task *t)
 	uint64_t len = t->ext[0].len;
 
 	t->cmp_len = (uint32_t)MIN(len, (uint64_t)PATTERN_CHUNK);
-	if (posix_memalign((void **)&t->cmp, 4096, MAX(t->cmp_len, 4096u))) {
-		t->cmp = NULL;
+	t->cmp = bufpool_get(&t->c->srv->pool, MAX(t->cmp_len, 4096u));
+	if (!t->cmp) {
 		scsi_error(&t->req, -ENOMEM);
 		send_status(t, t->req.status, t->req.sense, t->req.sense_len, t->received);
 		return;
@@ -1158,6 +1163,20 @@ static void xcopy_wrote(struct vol_io *io, int res)
 	xcopy_next(t);
 }
 
+/* A destination that starts inside its source is copied from the end
+ * backwards, so that no chunk reads what an earlier one overwrote. */
+static bool xcopy_backwards(const struct xcopy_seg *g)
+{
+	return g->src_off < g->dst_off && g->dst_off < g->src_off + g->len;
+}
+
+/* Offset within the segment of the chunk that starts the remaining work. */
+static uint64_t xcopy_at(const struct task *t, uint64_t chunk)
+{
+	const struct xcopy_seg *g = &t->xsegs[t->xseg];
+	return xcopy_backwards(g) ? g->len - t->xdone - chunk : t->xdone;
+}
+
 static void xcopy_read(struct vol_io *io, int res)
 {
 	struct task *t = container_of(io, struct task, io);
@@ -1165,7 +1184,7 @@ static void xcopy_read(struct vol_io *io, int res)
 	if (res)
 		return xcopy_end(t, res);
 	io->type = BS_WRITE;
-	io->off = t->xsegs[t->xseg].dst_off + t->xdone;
+	io->off = t->xsegs[t->xseg].dst_off + xcopy_at(t, io->len);
 	io->cb = xcopy_wrote;
 	vol_submit(t->c->vol, io);
 }
@@ -1177,8 +1196,8 @@ static void xcopy_next(struct task *t)
 
 	io->type = BS_READ;
 	io->flags = 0;
-	io->off = g->src_off + t->xdone;
 	io->len = MIN(g->len - t->xdone, (uint64_t)t->cmp_len);
+	io->off = g->src_off + xcopy_at(t, io->len);
 	io->buf = t->cmp;
 	io->lock = NULL;
 	io->cb = xcopy_read;
@@ -1204,8 +1223,8 @@ static void xcopy_run(struct task *t, uint32_t use)
 	for (int i = 0; i < n; i++)
 		most = MAX(most, t->xsegs[i].len);
 	t->cmp_len = (uint32_t)MIN(most, (uint64_t)XCOPY_CHUNK);
-	if (posix_memalign((void **)&t->cmp, 4096, MAX(t->cmp_len, 4096u))) {
-		t->cmp = NULL;
+	t->cmp = bufpool_get(&t->c->srv->pool, MAX(t->cmp_len, 4096u));
+	if (!t->cmp) {
 		scsi_error(q, -ENOMEM);
 		return task_finish_req(t);
 	}
@@ -1479,8 +1498,7 @@ static struct task *handle_cmd(struct iconn *c, const struct iscsi_bhs *h)
 		/* the R and W bits are not checked: the CDB says what happens */
 		if (n > MAX_XFER) {
 			scsi_error(q, -EPROTO);
-		} else if (posix_memalign((void **)&t->buf, 4096, MAX(n, 4096u))) {
-			t->buf = NULL;
+		} else if (!(t->buf = bufpool_get(&c->srv->pool, MAX(n, 4096u)))) {
 			scsi_error(q, -ENOMEM);
 		} else {
 			t->buf_len = n;
@@ -1933,6 +1951,7 @@ int iscsi_server_new(struct ev_loop *ev, const char *addr, const struct cfg *cfg
 		return -ENOMEM;
 	s->ev = ev;
 	list_init(&s->conns);
+	bufpool_init(&s->pool, 64u << 20);
 	s->vols = vols;
 	s->nvols = nvols;
 	s->lus = calloc(nvols ? nvols : 1, sizeof(*s->lus));
@@ -1984,7 +2003,9 @@ unsigned iscsi_server_conns(const struct iscsi_server *s)
 
 void iscsi_server_free(struct iscsi_server *s)
 {
-	if (s)
+	if (s) {
+		bufpool_drain(&s->pool);
 		free(s->lus);
+	}
 	free(s);
 }
