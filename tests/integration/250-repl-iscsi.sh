@@ -18,6 +18,12 @@
 #     sends SYNCHRONIZE CACHE 10 and 16 too (GOOD). After wait-sync the pattern
 #     is in both data files (a secondary refuses reads, so the files are
 #     compared), and the replicas are identical.
+#  5. Persistent reservations survive a switchover: on the primary b the raw
+#     initiator (I_T nexus with ISID 1) registers a key and takes a WRITE
+#     EXCLUSIVE reservation; after switching back to a, a reports the key
+#     and the reservation (PERSISTENT RESERVE IN), and enforces it: a second
+#     nexus (ISID 2) may read but its WRITE gets RESERVATION CONFLICT, while
+#     the holder writes; then the holder releases and unregisters.
 #
 # Why a raw initiator for the secondary: libiscsi (iscsi-inq,
 # iscsi-readcapacity16, iscsi-test-cu, qemu's iscsi driver) ends every login
@@ -70,6 +76,8 @@ cat >"$T/probe.py" <<'PY'
 import socket, struct, sys
 
 port, iqn, mode = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+isid_last = int(sys.argv[6]) if len(sys.argv) > 6 else 1
+KEY = 0x54414e44454d3031  # "TANDEM01"
 expect = sys.argv[4] if len(sys.argv) > 4 else None
 lba = int(sys.argv[5]) if len(sys.argv) > 5 else 0
 SIZE = 64 << 20
@@ -108,7 +116,7 @@ keys = ["InitiatorName=iqn.2026-12.test:probe", "TargetName=" + iqn, "SessionTyp
 bhs = bytearray(48)
 bhs[0] = 0x43                      # immediate, login request
 bhs[1] = 0x80 | (1 << 2) | 3       # T, CSG operational, NSG full feature
-bhs[8:14] = bytes([0x80, 0, 0, 0x25, 0x0b, 0x01])   # ISID
+bhs[8:14] = bytes([0x80, 0, 0, 0x25, 0x0b, isid_last])   # ISID
 struct.pack_into(">IHHII", bhs, 16, 1, 0, 0, 1, 0)  # ITT, CID, rsvd, CmdSN, ExpStatSN
 send_pdu(bhs, ("\0".join(keys) + "\0").encode())
 op, h, d = recv_pdu()
@@ -206,12 +214,61 @@ if keyq(rs) != want:
     die("REQUEST SENSE reports %s, expected %s" % (keyq(rs), want))
 res.append("REQUEST SENSE %s" % ("NOT READY 04/0B" if mode == "standby" else "NO SENSE"))
 
+def prout(sa, rtype, rkey, sakey):
+    cdb = bytes([0x5f, sa, rtype, 0, 0, 0, 0, 0, 24, 0])
+    return cmd(cdb, 24, data=struct.pack(">QQ", rkey, sakey) + bytes(8))
+
+def prin(sa):
+    cdb = bytes([0x5e, sa, 0, 0, 0, 0, 0, 0x10, 0, 0])
+    st, buf, sense = cmd(cdb, 4096, read=True)
+    if st != 0:
+        die("PERSISTENT RESERVE IN %d: status 0x%02x sense %s" % (sa, st, keyq(sense)))
+    return buf
+
+w_one = bytes([0x2a, 0]) + struct.pack(">I", lba) + bytes([0, 0, 1, 0])
+if mode in ("pr-set", "pr-holder", "pr-other", "pr-clear"):
+    if mode == "pr-set":
+        for name, (st, _, sense) in (("REGISTER", prout(0, 0, 0, KEY)),
+                                     ("RESERVE WE", prout(1, 1, KEY, 0))):
+            if st != 0:
+                die("%s: status 0x%02x sense %s" % (name, st, keyq(sense)))
+            res.append(name + " GOOD")
+    keys = prin(0)
+    gen, n = struct.unpack_from(">II", keys, 0)
+    rsv = prin(1)
+    if mode == "pr-clear":
+        if n or struct.unpack_from(">I", rsv, 4)[0]:
+            die("registrations or a reservation remain: %s / %s" % (keys.hex(), rsv.hex()))
+        res.append("no registration, no reservation (generation %d)" % gen)
+    else:
+        if n != 8 or struct.unpack_from(">Q", keys, 8)[0] != KEY:
+            die("READ KEYS: %s" % keys[:16 + n].hex())
+        if struct.unpack_from(">I", rsv, 4)[0] != 16 or struct.unpack_from(">Q", rsv, 8)[0] != KEY or (rsv[21] & 0x0f) != 1:
+            die("READ RESERVATION: %s" % rsv[:24].hex())
+        res.append("READ KEYS: key %016x (generation %d); READ RESERVATION: WRITE EXCLUSIVE" % (KEY, gen))
+    if mode == "pr-other":
+        st, _, _ = cmd(w_one, 512, data=b"\x3c" * 512)
+        if st != 0x18:
+            die("WRITE from a second nexus: status 0x%02x, expected RESERVATION CONFLICT" % st)
+        res.append("WRITE from another nexus: RESERVATION CONFLICT")
+        good("READ 10 from another nexus", bytes([0x28, 0]) + struct.pack(">I", lba) + bytes([0, 0, 1, 0]), 512, read=True)
+    if mode == "pr-holder":
+        good("WRITE 10 by the holder", w_one, 512, data=b"\x3c" * 512)
+        for name, (st, _, sense) in (("RELEASE", prout(2, 1, KEY, 0)),
+                                     ("UNREGISTER", prout(0, 0, KEY, 0))):
+            if st != 0:
+                die("%s: status 0x%02x sense %s" % (name, st, keyq(sense)))
+            res.append(name + " GOOD")
+    mode = "done"
+
 tur = bytes(6)
 r10 = bytes([0x28, 0]) + struct.pack(">I", lba) + bytes([0, 0, 16, 0])
 r16 = bytes([0x88, 0]) + struct.pack(">QI", lba, 16) + bytes(2)
 sc10 = bytes([0x35] + [0] * 9)
 sc16 = bytes([0x91] + [0] * 15)
-if mode == "standby":
+if mode == "done":
+    pass
+elif mode == "standby":
     not_ready("TEST UNIT READY", tur)
     not_ready("READ 10", r10, 8192, read=True)
     not_ready("READ 16", r16, 8192, read=True)
@@ -356,6 +413,22 @@ for n in a b; do
 	[ "$(jfield $n "p['out_of_sync_bytes']")" = 0 ] || fail "$n reports bytes out of sync at the end"
 done
 roles secondary primary
+
+# 5. Persistent reservations across a switchover (b -> a).
+pr() { python3 "$T/probe.py" "${ISCP[$1]}" "$IQN" "$2" "" 100 "$3" >"$T/probe.out" ||
+	fail "$1: reservations ($2, ISID $3) not as expected"; log "$1 $2 (ISID $3): $(cat "$T/probe.out")"; }
+pr b pr-set 1
+ctl_on b wait-sync vol0 --timeout 30 || fail "b: wait-sync failed after the reservation"
+ctl_on b secondary vol0 || fail "b: secondary failed"
+ctl_on a primary vol0 || fail "a: primary failed"
+roles primary secondary
+pr a pr-other 2
+pr a pr-holder 1
+pr a pr-clear 2
+python3 -c 'import sys; f = open(sys.argv[1], "r+b"); f.seek(100 * 512); f.write(b"\x3c" * 512)' "$T/expect.img"
+ctl_on a wait-sync vol0 --timeout 30 || fail "a: wait-sync failed after the holder's write"
+compare_replicas 30
+cmp -n "$SIZE" "$T/expect.img" "$T/a/vol0.img" >&2 || fail "a's data area is not what was written"
 
 stop b
 stop a
