@@ -17,6 +17,7 @@
 #include <sys/random.h>
 
 #include "../common/bufpool.h"
+#include "../common/crc32c.h"
 #include "../common/list.h"
 #include "../common/log.h"
 #include "../common/util.h"
@@ -84,6 +85,11 @@ struct iconn {
 	uint8_t raw[ISCSI_BHS_LEN]; /* h as received: what a Reject quotes */
 	bool have_hdr;
 	uint8_t *seg;          /* data segment of a non-data PDU */
+	/* digests (CRC32C, RFC 7143 11.1): in force in the full feature phase */
+	bool hd, dd;
+	bool dd_wait;          /* the data is in: its padding and digest come next */
+	uint32_t dd_crc;       /* CRC32C of the data received so far */
+	const uint8_t *rx_data;/* where the data segment being received goes */
 	struct task *rx_task;  /* task whose data is arriving (NULL: into seg or dropped) */
 	uint64_t skip;         /* bytes to drop (AHS, padding, refused data) */
 	/* login text across PDUs with the C bit */
@@ -145,9 +151,35 @@ struct opdu {
 	struct net_tx tx;
 	struct iconn *c;
 	struct task *t; /* referenced while the PDU points into its buffer */
-	uint32_t len;
-	uint8_t buf[];
+	uint32_t len;   /* BHS, header digest room, padded inline data */
+	uint32_t doff;  /* where the data segment starts: 48, or 52 with a header digest */
+	uint32_t dlen;  /* inline data bytes */
+	uint8_t buf[];  /* ... and 8 more: padding + data digest of separate data */
 };
+
+static uint8_t *opdu_data(struct opdu *o)
+{
+	return o->buf + o->doff;
+}
+
+/* Bytes on the wire of a received data segment of dsl bytes. */
+static uint32_t seg_wire(const struct iconn *c, uint32_t dsl)
+{
+	return ((dsl + 3u) & ~3u) + (c->dd && dsl ? 4u : 0u);
+}
+
+static void put_le32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+	p[2] = (uint8_t)(v >> 16);
+	p[3] = (uint8_t)(v >> 24);
+}
+
+static uint32_t get_le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
 
 static void conn_kill(struct iconn *c, const char *why);
 static void task_put(struct task *t);
@@ -206,13 +238,15 @@ static void opdu_done(struct net_tx *tx, int err)
 static struct opdu *opdu_new(struct iconn *c, uint8_t opcode, uint8_t flags, uint32_t dlen,
 			     uint32_t itt)
 {
-	uint32_t padded = (dlen + 3) & ~3u;
-	struct opdu *o = calloc(1, sizeof(*o) + ISCSI_BHS_LEN + padded);
+	uint32_t padded = (dlen + 3) & ~3u, doff = ISCSI_BHS_LEN + (c->hd ? 4u : 0u);
+	struct opdu *o = calloc(1, sizeof(*o) + doff + padded + 8u);
 
 	if (!o)
 		return NULL;
 	o->c = c;
-	o->len = ISCSI_BHS_LEN + padded;
+	o->doff = doff;
+	o->dlen = dlen;
+	o->len = doff + padded;
 	iscsi_bhs_init(o->buf, opcode, flags, dlen, itt);
 	return o;
 }
@@ -226,13 +260,29 @@ static void opdu_send(struct iconn *c, struct opdu *o, bool status, const void *
 	iscsi_put32(o->buf + 24, status ? c->stat_sn++ : c->stat_sn);
 	iscsi_put32(o->buf + 28, c->exp_cmd_sn);
 	iscsi_put32(o->buf + 32, max_cmd);
+	if (o->doff > ISCSI_BHS_LEN) /* header digest */
+		put_le32(o->buf + ISCSI_BHS_LEN, crc32c(0, o->buf, ISCSI_BHS_LEN));
+	if (c->dd && o->dlen && !ext_len) { /* inline data: digest after its padding */
+		put_le32(o->buf + o->len, crc32c(0, opdu_data(o), o->len - o->doff));
+		o->len += 4;
+	}
 	o->tx.iov[0].iov_base = o->buf;
 	o->tx.iov[0].iov_len = o->len;
 	o->tx.iovcnt = 1;
 	if (ext_len) {
+		/* separate data: padding and digest from the trailer room */
+		uint8_t *tr = o->buf + o->len;
+		uint32_t pad = -ext_len & 3u, n = pad;
+		memset(tr, 0, 4);
+		if (c->dd) {
+			put_le32(tr + pad, crc32c(crc32c(0, ext, ext_len), tr, pad));
+			n += 4;
+		}
 		o->tx.iov[1].iov_base = (void *)ext;
 		o->tx.iov[1].iov_len = ext_len;
-		o->tx.iovcnt = 2;
+		o->tx.iov[2].iov_base = tr;
+		o->tx.iov[2].iov_len = n;
+		o->tx.iovcnt = n ? 3 : 2;
 	}
 	o->tx.done = opdu_done;
 	c->refs++;
@@ -248,7 +298,7 @@ static void send_reject(struct iconn *c, uint8_t reason, const uint8_t bhs[ISCSI
 		return;
 	}
 	o->buf[2] = reason;
-	memcpy(o->buf + ISCSI_BHS_LEN, bhs, ISCSI_BHS_LEN);
+	memcpy(opdu_data(o), bhs, ISCSI_BHS_LEN);
 	opdu_send(c, o, true, NULL, 0);
 }
 
@@ -384,7 +434,7 @@ static void login_reply(struct iconn *c, const struct iscsi_bhs *h, uint8_t flag
 	o->buf[36] = (uint8_t)(status >> 8);
 	o->buf[37] = (uint8_t)status;
 	if (dlen)
-		memcpy(o->buf + ISCSI_BHS_LEN, txt->buf, dlen);
+		memcpy(opdu_data(o), txt->buf, dlen);
 	opdu_send(c, o, true, NULL, 0);
 }
 
@@ -639,9 +689,14 @@ static void handle_login(struct iconn *c, const struct iscsi_bhs *h, const uint8
 	free(out);
 	if (transit && nsg == ISCSI_STAGE_FULL) {
 		c->st = CS_FULL;
-		log_info("iscsi: %s logged in to %s%s", c->initiator,
+		/* digests start with the first PDU after this response */
+		c->hd = c->p.header_digest;
+		c->dd = c->p.data_digest;
+		log_info("iscsi: %s logged in to %s%s%s%s", c->initiator,
 			 c->discovery ? "discovery" : "target ",
-			 c->discovery ? "" : c->vol->name);
+			 c->discovery ? "" : c->vol->name,
+			 c->hd ? ", header digest CRC32C" : "",
+			 c->dd ? ", data digest CRC32C" : "");
 	}
 }
 
@@ -698,7 +753,7 @@ static void handle_text(struct iconn *c, const struct iscsi_bhs *h, const uint8_
 		return;
 	}
 	iscsi_put32(o->buf + 20, ISCSI_RESERVED_TAG);
-	memcpy(o->buf + ISCSI_BHS_LEN, t.out->buf, t.out->len);
+	memcpy(opdu_data(o), t.out->buf, t.out->len);
 	free(t.out);
 	opdu_send(c, o, true, NULL, 0);
 }
@@ -775,8 +830,8 @@ static void send_status(struct task *t, uint8_t status, const uint8_t *sense, ui
 	}
 	iscsi_put32(o->buf + 36, t->datasn);
 	if (sense_len) {
-		iscsi_put16(o->buf + ISCSI_BHS_LEN, (uint16_t)sense_len);
-		memcpy(o->buf + ISCSI_BHS_LEN + 2, sense, sense_len);
+		iscsi_put16(opdu_data(o), (uint16_t)sense_len);
+		memcpy(opdu_data(o) + 2, sense, sense_len);
 	}
 	opdu_send(c, o, true, NULL, 0);
 }
@@ -828,7 +883,7 @@ static void send_data_in(struct task *t, const uint8_t *data, uint32_t len, bool
 			t->refs++;
 			opdu_send(c, o, last, data + off, n);
 		} else {
-			memcpy(o->buf + ISCSI_BHS_LEN, data + off, n);
+			memcpy(opdu_data(o), data + off, n);
 			opdu_send(c, o, last, NULL, 0);
 		}
 		off += n;
@@ -1597,7 +1652,7 @@ static void handle_nop(struct iconn *c, const struct iscsi_bhs *h, const uint8_t
 	}
 	iscsi_put32(o->buf + 20, ISCSI_RESERVED_TAG);
 	if (h->dsl)
-		memcpy(o->buf + ISCSI_BHS_LEN, data, h->dsl);
+		memcpy(opdu_data(o), data, h->dsl);
 	opdu_send(c, o, true, NULL, 0);
 }
 
@@ -1658,8 +1713,37 @@ static void data_done(struct net_conn *nc, int err)
 		}
 		return;
 	}
+	if (c->dd) { /* padding and digest next (on_rx), then dispatch */
+		c->dd_crc = crc32c(0, c->rx_data, c->h.dsl);
+		c->dd_wait = true;
+		return;
+	}
 	c->skip += ((c->h.dsl + 3) & ~3u) - c->h.dsl;
 	dispatch(c);
+}
+
+/* A data segment whose digest does not match: RFC 7143 11.7 Reject (data
+ * digest error); a command's data is lost, so the command fails (ABORTED
+ * COMMAND, 47/05); other PDUs are dropped. */
+static void data_digest_failed(struct iconn *c)
+{
+	struct task *t = c->rx_task;
+
+	log_warn("iscsi: %s: data digest error (opcode 0x%02x)", c->initiator, c->h.opcode);
+	send_reject(c, ISCSI_REJECT_DIGEST, c->raw);
+	c->have_hdr = false;
+	c->rx_task = NULL;
+	free(c->seg);
+	c->seg = NULL;
+	if (!t)
+		return;
+	if (!t->aborted && t->owned) {
+		scsi_error(&t->req, -EBADMSG);
+		send_status(t, t->req.status, t->req.sense, t->req.sense_len, 0);
+		t->aborted = true;
+		task_release(t);
+	}
+	task_put(t); /* the receive's reference */
 }
 
 /* The PDU (header, and data when it has any) is complete. */
@@ -1759,7 +1843,22 @@ static void on_rx(struct net_conn *nc)
 			c->skip -= n;
 			continue;
 		}
-		if (avail < ISCSI_BHS_LEN)
+		if (c->dd_wait) {
+			uint32_t pad = -c->h.dsl & 3u;
+			const uint8_t *p = net_rx_peek(nc);
+			bool ok;
+			if (avail < pad + 4u)
+				return;
+			ok = crc32c(c->dd_crc, p, pad) == get_le32(p + pad);
+			net_rx_consume(nc, pad + 4u);
+			c->dd_wait = false;
+			if (ok)
+				dispatch(c);
+			else
+				data_digest_failed(c);
+			continue;
+		}
+		if (avail < ISCSI_BHS_LEN + (c->hd ? 4u : 0u))
 			return;
 		max_dsl = c->st == CS_LOGIN ? ISCSI_TEXT_MAX : ISCSI_TGT_MRDSL;
 		if (iscsi_bhs_decode(net_rx_peek(nc), 0, max_dsl, h)) {
@@ -1767,15 +1866,21 @@ static void on_rx(struct net_conn *nc)
 			    h->ahs_len == 0 && h->dsl <= max_dsl) {
 				/* a known frame with an opcode we do not serve */
 				send_reject(c, ISCSI_REJECT_CMD_NOT_SUPPORTED, net_rx_peek(nc));
-				net_rx_consume(nc, ISCSI_BHS_LEN);
-				c->skip = (h->dsl + 3u) & ~3u;
+				net_rx_consume(nc, ISCSI_BHS_LEN + (c->hd ? 4u : 0u));
+				c->skip = seg_wire(c, h->dsl);
 				continue;
 			}
 			conn_kill(c, "malformed PDU header");
 			return;
 		}
+		if (c->hd && crc32c(0, net_rx_peek(nc), ISCSI_BHS_LEN) !=
+				     get_le32(net_rx_peek(nc) + ISCSI_BHS_LEN)) {
+			/* nothing in the header can be trusted, not even its length */
+			conn_kill(c, "header digest error");
+			return;
+		}
 		memcpy(c->raw, net_rx_peek(nc), ISCSI_BHS_LEN);
-		net_rx_consume(nc, ISCSI_BHS_LEN);
+		net_rx_consume(nc, ISCSI_BHS_LEN + (c->hd ? 4u : 0u));
 		c->have_hdr = true;
 		/* I1: only Login before the full feature phase */
 		if (c->st == CS_LOGIN && h->opcode != ISCSI_OP_LOGIN_REQ) {
@@ -1787,7 +1892,7 @@ static void on_rx(struct net_conn *nc)
 			return;
 		}
 		if (c->st == CS_LOGOUT) {
-			c->skip = (h->dsl + 3u) & ~3u;
+			c->skip = seg_wire(c, h->dsl);
 			c->have_hdr = false;
 			continue;
 		}
@@ -1797,7 +1902,7 @@ static void on_rx(struct net_conn *nc)
 		    c->st == CS_FULL) {
 			if (!cmdsn_ok(c, h)) {
 				send_reject(c, ISCSI_REJECT_PROTOCOL, c->raw);
-				c->skip = (h->dsl + 3u) & ~3u;
+				c->skip = seg_wire(c, h->dsl);
 				c->have_hdr = false;
 				continue;
 			}
@@ -1810,7 +1915,7 @@ static void on_rx(struct net_conn *nc)
 				return;
 			if (!c->rx_task) {
 				/* answered already; immediate data dropped */
-				c->skip = (h->dsl + 3u) & ~3u;
+				c->skip = seg_wire(c, h->dsl);
 				c->have_hdr = false;
 				continue;
 			}
@@ -1818,6 +1923,7 @@ static void on_rx(struct net_conn *nc)
 				dispatch(c);
 				continue;
 			}
+			c->rx_data = c->rx_task->buf;
 			net_rx_direct(nc, c->rx_task->buf, h->dsl, data_done);
 			if (nc->direct_cb)
 				return; /* the rest arrives later */
@@ -1827,7 +1933,7 @@ static void on_rx(struct net_conn *nc)
 			if (c->st == CS_DEAD)
 				return;
 			if (!t) {
-				c->skip = (h->dsl + 3u) & ~3u;
+				c->skip = seg_wire(c, h->dsl);
 				c->have_hdr = false;
 				continue;
 			}
@@ -1836,6 +1942,7 @@ static void on_rx(struct net_conn *nc)
 				dispatch(c);
 				continue;
 			}
+			c->rx_data = t->buf + h->w40;
 			net_rx_direct(nc, t->buf + h->w40, h->dsl, data_done);
 			if (nc->direct_cb)
 				return;
@@ -1866,6 +1973,7 @@ static void on_rx(struct net_conn *nc)
 			dispatch(c);
 			continue;
 		}
+		c->rx_data = c->seg;
 		net_rx_direct(nc, c->seg, h->dsl, data_done);
 		if (nc->direct_cb)
 			return;

@@ -102,16 +102,17 @@ static int boolean(const char *v, bool *out)
 	return 0;
 }
 
-/* "None" if the list offers it; digests are not offered by this target. */
-static int digest(const char *v, char *resp, size_t len)
+/* The first of the initiator's list that we support: CRC32C or None. */
+static int digest(const char *v, char *resp, size_t len, bool *on)
 {
 	char tmp[ISCSI_VALUE_MAX + 1];
 	char *save = NULL, *tok;
 
 	snprintf(tmp, sizeof(tmp), "%s", v);
 	for (tok = strtok_r(tmp, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
-		if (strcmp(tok, "None") == 0) {
-			snprintf(resp, len, "None");
+		if (strcmp(tok, "None") == 0 || strcmp(tok, "CRC32C") == 0) {
+			*on = tok[0] == 'C';
+			snprintf(resp, len, "%s", tok);
 			return 0;
 		}
 	snprintf(resp, len, "Reject");
@@ -139,8 +140,10 @@ int iscsi_negotiate(struct iscsi_params *p, const char *key, const char *val, ch
 			return -EINVAL;                             \
 		}                                                   \
 	} while (0)
-	if (strcmp(key, "HeaderDigest") == 0 || strcmp(key, "DataDigest") == 0)
-		return digest(val, resp, resp_len);
+	if (strcmp(key, "HeaderDigest") == 0)
+		return digest(val, resp, resp_len, &p->header_digest);
+	if (strcmp(key, "DataDigest") == 0)
+		return digest(val, resp, resp_len, &p->data_digest);
 	if (strcmp(key, "MaxConnections") == 0) {
 		NUM(1, 65535);
 		snprintf(resp, resp_len, "1");

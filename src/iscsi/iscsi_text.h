@@ -3,7 +3,7 @@
  * operational keys. Pure functions: unit-tested and fuzzed.
  *
  * Negotiation here (this target's offer, and how a result is reached):
- *   HeaderDigest, DataDigest   list; result None (digests are not offered)
+ *   HeaderDigest, DataDigest   list; the first of CRC32C, None that the list names
  *   MaxConnections             min(offer, 1)
  *   InitialR2T                 OR: Yes only if the initiator insists
  *   ImmediateData              AND: Yes unless the initiator says No
@@ -38,6 +38,7 @@ struct iscsi_params {
 	uint32_t max_burst, first_burst;
 	uint32_t max_r2t;
 	bool initial_r2t, immediate_data;
+	bool header_digest, data_digest; /* CRC32C agreed (in force after the login) */
 	uint32_t time2wait, time2retain;
 };
 

@@ -32,7 +32,7 @@ void net_listener_close(struct net_listener *l);
  * object that owns the buffers; done() runs once the last byte left, or with
  * an error when the connection died first. The buffers must stay valid until
  * then. */
-#define NET_TX_IOV 2
+#define NET_TX_IOV 3
 struct net_tx {
 	struct net_tx *next;
 	struct iovec iov[NET_TX_IOV];

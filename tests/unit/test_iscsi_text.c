@@ -292,15 +292,31 @@ static void test_nego_digests(void **state)
 {
 	(void)state;
 
+	struct iscsi_params p;
+	char resp[32];
+
 	expect_answer("HeaderDigest", "None", "None");
-	expect_answer("HeaderDigest", "CRC32C,None", "None");
+	/* the first of the initiator's list that we support */
+	expect_answer("HeaderDigest", "CRC32C,None", "CRC32C");
 	expect_answer("HeaderDigest", "None,CRC32C", "None");
+	expect_answer("HeaderDigest", "CRC32C", "CRC32C");
+	expect_answer("HeaderDigest", "X-md5,CRC32C", "CRC32C");
 	expect_answer("DataDigest", "None", "None");
-	expect_answer("DataDigest", "CRC32C,None", "None");
-	/* digests are not offered: a list without None cannot be agreed */
-	expect_reject("HeaderDigest", "CRC32C");
-	expect_reject("DataDigest", "CRC32C");
+	expect_answer("DataDigest", "CRC32C,None", "CRC32C");
+	expect_reject("HeaderDigest", "X-md5");
+	expect_reject("DataDigest", "crc32c"); /* values are case sensitive */
 	expect_reject("HeaderDigest", "");
+	/* each key sets its own flag */
+	iscsi_params_default(&p);
+	assert_false(p.header_digest);
+	assert_false(p.data_digest);
+	assert_int_equal(iscsi_negotiate(&p, "HeaderDigest", "CRC32C", resp, sizeof(resp)), 0);
+	assert_true(p.header_digest);
+	assert_false(p.data_digest);
+	assert_int_equal(iscsi_negotiate(&p, "DataDigest", "CRC32C,None", resp, sizeof(resp)), 0);
+	assert_true(p.data_digest);
+	assert_int_equal(iscsi_negotiate(&p, "HeaderDigest", "None", resp, sizeof(resp)), 0);
+	assert_false(p.header_digest);
 	expect_reject("HeaderDigest", "none"); /* values are case sensitive */
 }
 
@@ -548,7 +564,7 @@ static void test_nego_short_response(void **state)
 	/* truncated, always NUL-terminated, never written past resp_len */
 	iscsi_params_default(&p);
 	memset(resp, 0x5a, sizeof(resp));
-	assert_int_equal(iscsi_negotiate(&p, "HeaderDigest", "CRC32C", resp, 4), -EINVAL);
+	assert_int_equal(iscsi_negotiate(&p, "HeaderDigest", "X-md5", resp, 4), -EINVAL);
 	assert_string_equal(resp, "Rej");
 	for (unsigned i = 4; i < sizeof(resp); i++)
 		assert_int_equal((uint8_t)resp[i], 0x5a);
