@@ -556,6 +556,58 @@ static void test_newer_version_in_newest_slot_refused(void **state)
 	assert_int_equal(r, -EPROTONOSUPPORT);
 }
 
+/* Volume attributes: none at first; each write goes to the other slot with
+ * seq + 1 and is read back after a reopen; a torn newest slot falls back to
+ * the older image; an image longer than the area is refused. */
+static void test_meta_area(void **state)
+{
+	struct fixture *f = *state;
+	struct md *md = NULL;
+	uint8_t img[300], got[TANDEM_MD_META_MAX];
+	int fd;
+
+	assert_int_equal(md_open(f->path, &f->init, &md), 0);
+	assert_int_equal(md_meta_read(md, got, sizeof(got)), 0);
+	assert_int_equal(md->meta_seq, 0);
+	for (unsigned i = 0; i < 5; i++) {
+		memset(img, 'a' + (int)i, sizeof(img));
+		assert_int_equal(md_meta_write(md, img, 100 + i), 0);
+		assert_int_equal(md->meta_seq, 1 + i);
+		assert_int_equal(md->meta_slot, i % 2);
+	}
+	assert_int_equal(md_meta_write(md, img, TANDEM_MD_META_MAX + 1), -EFBIG);
+	assert_int_equal(md->meta_seq, 5);
+	md_close(md);
+
+	assert_int_equal(md_open(f->path, &f->init, &md), 0);
+	assert_int_equal(md_meta_read(md, got, sizeof(got)), 104);
+	assert_int_equal(md->meta_seq, 5);
+	memset(img, 'e', sizeof(img));
+	assert_memory_equal(got, img, 104);
+	/* a buffer too small for the image: that slot is not taken */
+	assert_int_equal(md_meta_read(md, got, 103), 103);
+	md_close(md);
+
+	/* tear the newest slot (slot 0, seq 5): the older image (seq 4) is read */
+	fd = open(f->path, O_WRONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, "torn", 4, TANDEM_MD_META_OFFSET + 40), 4);
+	close(fd);
+	assert_int_equal(md_open(f->path, &f->init, &md), 0);
+	assert_int_equal(md_meta_read(md, got, sizeof(got)), 103);
+	assert_int_equal(md->meta_seq, 4);
+	memset(img, 'd', sizeof(img));
+	assert_memory_equal(got, img, 103);
+	/* the next write replaces the torn slot, not the good one */
+	assert_int_equal(md_meta_write(md, img, 7), 0);
+	assert_int_equal(md->meta_slot, 0);
+	assert_int_equal(md->meta_seq, 5);
+	md_close(md);
+	assert_int_equal(md_open(f->path, &f->init, &md), 0);
+	assert_int_equal(md_meta_read(md, got, sizeof(got)), 7);
+	md_close(md);
+}
+
 static void test_open_errors(void **state)
 {
 	struct fixture *f = *state;
@@ -587,6 +639,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_newer_version_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_newer_version_in_newest_slot_refused, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_meta_area, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_errors, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

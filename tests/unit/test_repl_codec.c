@@ -780,6 +780,35 @@ static const builder all_types[] = {
 	w_rs_zero, w_csum, w_rs_start, w_ack_differs,
 };
 
+/* META: an image of 0..REPL_MAX_META bytes, no fixed part. */
+static void test_rt_meta(void **state)
+{
+	static uint8_t w[HDR + REPL_MAX_META + 1];
+	uint8_t *body = NULL;
+	struct repl_msg m;
+	(void)state;
+
+	for (uint32_t len = 0; len <= REPL_MAX_META; len = len ? len * 7 + 3 : 1) {
+		size_t n = repl_enc_meta_hdr(w, len);
+		assert_int_equal(n, HDR);
+		for (uint32_t i = 0; i < len; i++)
+			w[HDR + i] = (uint8_t)(i * 13 + 1);
+		assert_int_equal(rx(w, HDR + len, &m, &body), ST_OK);
+		assert_int_equal(m.type, REPL_META);
+		assert_int_equal(m.var_len, len);
+		if (len)
+			assert_memory_equal(m.var, w + HDR, len);
+		free(body);
+		body = NULL;
+	}
+	repl_enc_meta_hdr(w, REPL_MAX_META);
+	assert_int_equal(rx(w, HDR + REPL_MAX_META, &m, NULL), ST_OK);
+	repl_enc_meta_hdr(w, REPL_MAX_META + 1);
+	assert_int_equal(rx(w, HDR + REPL_MAX_META + 1, &m, NULL), ST_HDR);
+	repl_enc_hdr(w, REPL_META, UINT32_MAX);
+	assert_int_equal(repl_decode_hdr(w, &m), -EBADMSG);
+}
+
 static void test_hdr_bad_magic(void **state)
 {
 	(void)state;
@@ -1524,6 +1553,7 @@ int main(void)
 		cmocka_unit_test(test_rt_rs_start),
 		cmocka_unit_test(test_rt_ack_differs),
 		cmocka_unit_test(test_hdr_bad_magic),
+		cmocka_unit_test(test_rt_meta),
 		cmocka_unit_test(test_hdr_unknown_type),
 		cmocka_unit_test(test_hdr_flags_reserved),
 		cmocka_unit_test(test_hdr_len_fixed),
