@@ -384,6 +384,12 @@ static void sbc_write_verify(const struct scsi_lu *lu, const uint8_t *cdb, uint3
 	out->data_out_len = r.n * lu->block;
 }
 
+/* The COMPARE AND WRITE maximum: never above the maximum transfer length. */
+static uint32_t caw_max(const struct scsi_lu *lu)
+{
+	return lu_max_xfer(lu) < SCSI_CAW_MAX_BLOCKS ? lu_max_xfer(lu) : SCSI_CAW_MAX_BLOCKS;
+}
+
 /* COMPARE AND WRITE: 2 * n blocks of data-out, the first n compared with the
  * medium and, when equal, the second n written, atomically with respect to
  * every other write of the volume (the caller holds a range lock). */
@@ -395,7 +401,7 @@ static void sbc_compare_and_write(const struct scsi_lu *lu, const uint8_t *cdb, 
 
 	if (cdb[1] & 0xe0) /* WRPROTECT */
 		return bad_cdb(out, 1);
-	if (n > SCSI_CAW_MAX_BLOCKS)
+	if (n > caw_max(lu))
 		return bad_cdb(out, 13);
 	if (!range_ok(lu, lba, n))
 		return illegal(out, SCSI_ASC_LBA_OUT_OF_RANGE);
@@ -520,6 +526,7 @@ static void sbc_write_same(const struct scsi_lu *lu, const uint8_t *cdb, uint32_
 	bool ndob = cdb[0] == SCSI_WRITE_SAME_16 && (cdb[1] & 0x01);
 	bool unmap = cdb[1] & 0x08;
 	struct lba_range r;
+	uint64_t n;
 
 	if (cdb[1] & 0xe0) /* WRPROTECT */
 		return bad_cdb(out, 1);
@@ -530,15 +537,15 @@ static void sbc_write_same(const struct scsi_lu *lu, const uint8_t *cdb, uint32_
 	decode_lba(cdb, &r);
 	if (!range_ok(lu, r.lba, r.n))
 		return illegal(out, SCSI_ASC_LBA_OUT_OF_RANGE);
-	if (r.n == 0) /* WSNZ=0: zero blocks mean up to the end of the medium */
-		r.n = lu_blocks(lu) - r.lba;
-	if (r.n == 0)
+	/* WSNZ=0: zero blocks mean up to the end of the medium (64 bits) */
+	n = r.n ? r.n : lu_blocks(lu) - r.lba;
+	if (n == 0)
 		return good(out);
-	if (r.n > SCSI_WRITE_SAME_MAX_BLOCKS)
+	if (n > SCSI_WRITE_SAME_MAX_BLOCKS)
 		return bad_cdb(out, r.len_at);
 	if (!ndob && xfer < lu->block)
 		return bad_cdb(out, r.len_at);
-	io(out, unmap ? BS_TRIM : BS_ZERO, lu, r.lba, r.n);
+	io(out, unmap ? BS_TRIM : BS_ZERO, lu, r.lba, n);
 	if (!ndob) {
 		out->data_out_len = lu->block;
 		out->needs_params = true;
@@ -759,7 +766,7 @@ static uint32_t vpd_block_limits(const struct scsi_lu *lu, uint8_t *d)
 	d[1] = 0xb0;
 	d[3] = 0x3c;
 	/* WSNZ=0: WRITE SAME of 0 blocks writes to the end of the medium */
-	d[5] = SCSI_CAW_MAX_BLOCKS; /* maximum COMPARE AND WRITE length */
+	d[5] = (uint8_t)caw_max(lu); /* maximum COMPARE AND WRITE length */
 	put16(d + 6, gran > 0xffff ? 0xffff : (uint16_t)gran);
 	put32(d + 8, lu_max_xfer(lu));
 	put32(d + 12, lu_max_xfer(lu));

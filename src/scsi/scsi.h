@@ -15,6 +15,11 @@
  *                            [off, off+len) (FUA when fua), then
  *                            scsi_error(&req, res) and send as DONE (for READ
  *                            the data-in is the caller's buffer, data_in_len).
+ *                            xop != NONE: the compare / merge step of enum
+ *                            scsi_xop around op; a miscompare is
+ *                            scsi_miscompare(&req, first differing byte).
+ *                            exact_out: an expected length other than
+ *                            data_out_len is refused (also when DONE).
  *   IO, needs_params      -> receive data_out_len bytes, then
  *                            n = scsi_params(lu, cdb, cdb_len, buf, got, ext,
  *                                                max, &req);
@@ -41,35 +46,58 @@
  *                                 end of the medium (at most 2^32-1 blocks)
  *   0x08/0x28/0xA8/0x88 READ 6/10/12/16         -> BS_READ
  *   0x0A/0x2A/0xAA/0x8A WRITE 6/10/12/16        -> BS_WRITE (FUA; DPO ignored)
- *   0x2F/0x8F VERIFY 10/16        BYTCHK=0: GOOD without I/O after the range
- *                                 check; BYTCHK!=0: INVALID FIELD IN CDB
+ *   0x2E/0xAE/0x8E WRITE AND VERIFY 10/12/16    -> BS_WRITE with FUA (what is
+ *                                 compared is what was just written); BYTCHK
+ *                                 1x: INVALID FIELD IN CDB
+ *   0x2F/0xAF/0x8F VERIFY 10/12/16  BYTCHK=00: GOOD without I/O after the
+ *                                 range check; 01: -> BS_READ, xop VERIFY,
+ *                                 data-out n blocks compared with the range;
+ *                                 11: -> BS_READ, xop VERIFY_SAME, data-out one
+ *                                 block compared with each block; data_in_len
+ *                                 0; 10: INVALID FIELD IN CDB. 0 blocks: GOOD
+ *   0x89 COMPARE AND WRITE        -> BS_WRITE of the n blocks (byte 13, at most
+ *                                 SCSI_CAW_MAX_BLOCKS, VPD B0 byte 5), xop CAW:
+ *                                 data-out 2n blocks, compared with the first n,
+ *                                 the second n written when equal; exact_out;
+ *                                 FUA. n 0: GOOD, exact_out with no data-out
+ *   0x8B ORWRITE 16               -> BS_WRITE, xop ORWRITE (the data-out ORed
+ *                                 into the range under a range lock); FUA
  *   0x35/0x91 SYNCHRONIZE CACHE 10/16           -> BS_FLUSH of the whole volume
  *                                 (off/len carry the requested range; IMMED is
  *                                 honoured by completing after the flush)
  *   0x34/0x90 PRE-FETCH 10/16     GOOD after the range check, no I/O
+ *   0x37/0xB7 READ DEFECT DATA 10/12  an empty list: the header with the
+ *                                 PLISTV/GLISTV and format bits asked for
  *   0x42 UNMAP                    only when thin (else invalid opcode);
  *                                 needs_params -> BS_TRIM per descriptor
- *   0x41/0x93 WRITE SAME 10/16    needs_params (one block, must be all zero;
- *                                 non-zero data: INVALID FIELD IN CDB, we do not
- *                                 write patterns); NDOB (16) needs no data.
- *                                 UNMAP bit (thin only) -> BS_TRIM, else
- *                                 BS_ZERO. NUMBER OF BLOCKS 0 is refused (WSNZ).
+ *   0x41/0x93 WRITE SAME 10/16    needs_params (one block, exact_out); NDOB
+ *                                 (16) needs no data. UNMAP bit (thin only)
+ *                                 -> BS_TRIM, else BS_ZERO; a block that is not
+ *                                 all zero: scsi_params() makes op BS_WRITE and
+ *                                 sets pattern (that block over the extent),
+ *                                 UNMAP or not (LBPRZ=0). NUMBER OF BLOCKS 0
+ *                                 (WSNZ=0): to the end of the medium, GOOD
+ *                                 without I/O when the LBA is the end; at most
+ *                                 SCSI_WRITE_SAME_MAX_BLOCKS either way.
  *   0xA0 REPORT LUNS              LUN 0 only (select report 0, 1, 2)
  *   0xA3/0x0C REPORT SUPPORTED OPERATION CODES   options 0, 1, 2, 3; RCTD
  *
  * Rules every command follows:
  *   - Control byte with NACA or LINK set: INVALID FIELD IN CDB.
  *   - A cdb_len shorter than the opcode's CDB: INVALID FIELD IN CDB.
- *   - Medium access (READ, WRITE, VERIFY, SYNC CACHE, UNMAP, WRITE SAME,
- *     PRE-FETCH, GET LBA STATUS) when !lu->ready: NOT READY 04/0B (logical unit
- *     not accessible, target port in standby state), checked before the CDB
- *     fields.
+ *   - Medium access (READ, WRITE, VERIFY, WRITE AND VERIFY, COMPARE AND
+ *     WRITE, ORWRITE, SYNC CACHE, UNMAP, WRITE SAME, PRE-FETCH, GET LBA
+ *     STATUS) when !lu->ready: NOT READY 04/0B (logical unit not accessible,
+ *     target port in standby state), checked before the CDB fields.
  *   - LBA + blocks beyond the capacity: LBA OUT OF RANGE 21/00.
- *   - Transfer length 0: READ(6)/WRITE(6) mean 256 blocks; others are GOOD
- *     without I/O (after the LBA check).
- *   - Transfer length above the block limits maximum: INVALID FIELD IN CDB.
- *   - RDPROTECT/WRPROTECT/VRPROTECT != 0: INVALID FIELD IN CDB (no protection
- *     information).
+ *   - Transfer length 0: READ(6)/WRITE(6) mean 256 blocks; WRITE SAME means
+ *     to the end of the medium; others are GOOD without I/O (after the LBA
+ *     check).
+ *   - Transfer length above the block limits maximum: INVALID FIELD IN CDB
+ *     (COMPARE AND WRITE: above SCSI_CAW_MAX_BLOCKS; WRITE SAME: above
+ *     SCSI_WRITE_SAME_MAX_BLOCKS).
+ *   - RDPROTECT/WRPROTECT/VRPROTECT/ORPROTECT != 0: INVALID FIELD IN CDB (no
+ *     protection information).
  *   - A data-out command whose expected_xfer is smaller than the data it needs
  *     is refused with INVALID FIELD IN CDB (we would write part of a command);
  *     a larger expected_xfer is an underflow the transport reports.
@@ -80,7 +108,7 @@
  *     peripheral qualifier 011b, REPORT LUNS and REQUEST SENSE answer, the
  *     rest get ILLEGAL REQUEST, LOGICAL UNIT NOT SUPPORTED 25/00.
  *
- * TODO (next): COMPARE AND WRITE, PERSISTENT RESERVE IN/OUT, RESERVE/RELEASE,
+ * TODO (next): PERSISTENT RESERVE IN/OUT, RESERVE/RELEASE,
  * EXTENDED COPY / RECEIVE COPY RESULTS, REPORT TARGET PORT GROUPS (ALUA, so
  * that TPGS can be set), unit attentions (per I_T nexus: transport state).
  * Until then they are INVALID COMMAND OPERATION CODE. Wire constants live here

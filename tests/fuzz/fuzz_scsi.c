@@ -9,9 +9,19 @@
  *   parameter list (the rest).
  * Properties: data_len never exceeds sizeof(data) nor the CDB's allocation
  * length (computed here independently); a CHECK CONDITION carries 18 bytes of
- * fixed sense, anything else none; an I/O stays inside the volume, in whole
- * blocks, within the expected transfer (writes) and the block limits; the
- * extents of scsi_params() likewise; scsi_error() gives a known status.
+ * fixed sense, anything else none; a completed command leaves no transfer,
+ * compare step or pattern behind; an I/O stays inside the volume, in whole
+ * blocks, within the expected transfer (data-out) and the block limits, and
+ * its data-out is what its compare step needs: the range for READ (VERIFY
+ * BYTCHK 01), one block (BYTCHK 11), the range for WRITE (ORWRITE too) or
+ * twice it (COMPARE AND WRITE, at most SCSI_CAW_MAX_BLOCKS, exact_out); the
+ * step matches the opcode (decoded here), and so do the LBA and length of
+ * WRITE SAME (0 blocks: to the end of the medium) and COMPARE AND WRITE; the
+ * extents of scsi_params() stay inside the volume, and a WRITE SAME is a
+ * pattern (BS_WRITE of one extent) exactly when its block is not all zero;
+ * reservations and copies (run by the caller with its state) carry their xop,
+ * no volume I/O and the CDB's parameter list length; scsi_error() gives a
+ * known status, scsi_miscompare() its sense.
  * A violated property calls abort() so that libFuzzer keeps the input. */
 #include <stdbool.h>
 #include <stdint.h>
@@ -35,9 +45,9 @@ static uint64_t take(const uint8_t **p, size_t *n, unsigned bytes)
 	return v;
 }
 
-static uint32_t be(const uint8_t *p, unsigned bytes)
+static uint64_t be(const uint8_t *p, unsigned bytes)
 {
-	uint32_t v = 0;
+	uint64_t v = 0;
 	for (unsigned i = 0; i < bytes; i++)
 		v = v << 8 | p[i];
 	return v;
@@ -63,10 +73,63 @@ static uint32_t alloc_len(const uint8_t *cdb, uint32_t len)
 		return len >= 16 ? be(cdb + 10, 4) : 0;
 	case SCSI_REPORT_LUNS:
 	case SCSI_MAINTENANCE_IN:
+	case SCSI_READ_DEFECT_DATA_12:
 		return len >= 12 ? be(cdb + 6, 4) : 0;
+	case SCSI_READ_DEFECT_DATA_10:
+		return len >= 10 ? be(cdb + 7, 2) : 0;
 	default:
 		return 0;
 	}
+}
+
+/* The compare / merge step an I/O of this CDB must carry. */
+static enum scsi_xop want_xop(const uint8_t *cdb)
+{
+	switch (cdb[0]) {
+	case SCSI_VERIFY_10:
+	case SCSI_VERIFY_12:
+	case SCSI_VERIFY_16:
+		return ((cdb[1] >> 1) & 3) == 3 ? SCSI_XOP_VERIFY_SAME : SCSI_XOP_VERIFY;
+	case SCSI_COMPARE_AND_WRITE:
+		return SCSI_XOP_CAW;
+	case SCSI_ORWRITE_16:
+		return SCSI_XOP_ORWRITE;
+	case SCSI_PERSISTENT_RESERVE_IN:
+		return SCSI_XOP_PR_IN;
+	case SCSI_PERSISTENT_RESERVE_OUT:
+	case SCSI_RESERVE_6:
+	case SCSI_RELEASE_6:
+	case SCSI_RESERVE_10:
+	case SCSI_RELEASE_10:
+		return SCSI_XOP_PR_OUT;
+	case SCSI_EXTENDED_COPY:
+		return SCSI_XOP_XCOPY;
+	case SCSI_RECEIVE_COPY_RESULTS:
+		return SCSI_XOP_COPY_RESULTS;
+	default:
+		return SCSI_XOP_NONE;
+	}
+}
+
+/* Run by the caller with its state (src/scsi/pr.h, xcopy.h), no volume I/O. */
+static bool stateful(enum scsi_xop x)
+{
+	return x == SCSI_XOP_PR_IN || x == SCSI_XOP_PR_OUT || x == SCSI_XOP_XCOPY ||
+	       x == SCSI_XOP_COPY_RESULTS;
+}
+
+static bool is_write_same(const uint8_t *cdb, uint32_t len)
+{
+	return (len >= 10 && cdb[0] == SCSI_WRITE_SAME_10) ||
+	       (len >= 16 && cdb[0] == SCSI_WRITE_SAME_16);
+}
+
+static bool all_zero(const uint8_t *p, uint32_t len)
+{
+	for (uint32_t i = 0; i < len; i++)
+		if (p[i])
+			return false;
+	return true;
 }
 
 static bool known_status(uint8_t s)
@@ -82,7 +145,7 @@ static void check_done(const struct scsi_req *r)
 	CHECK(r->data_len <= sizeof(r->data));
 	if (r->status == SCSI_CHECK_CONDITION) {
 		CHECK(r->sense_len == SCSI_SENSE_FIXED_LEN);
-		CHECK(r->sense[0] == 0x70 && r->sense[7] == 10);
+		CHECK((r->sense[0] & 0x7f) == 0x70 && r->sense[7] == 10); /* 0x80: VALID */
 		CHECK(scsi_sense_key(r->sense, r->sense_len) > 0);
 		CHECK(r->data_len == 0);
 	} else {
@@ -114,7 +177,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct scsi_extent *ext;
 	uint8_t flags, *cdb, *list;
 	uint32_t xfer, cdb_len, alloc, list_len;
+	uint64_t ws_lba = 0, ws_n = 0;
 	unsigned max;
+	bool ws, lu_ok;
 	int k;
 
 	if (size < 18)
@@ -130,6 +195,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	lu.write_cache = flags & 0x10;
 	lu.target_name = (flags & 0x20) ? long_name : NULL;
 	lu.phys_block = (flags & 0x80) ? 4096 : 0;
+	lu_ok = (flags & 3) != 3; /* 1000 is not a valid block size */
 	lu.vendor = "TANDEM";
 	lu.product = "fuzz\x01volume-name-too-long";
 	lu.serial = long_name;
@@ -155,36 +221,113 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memset(r, 0x5a, sizeof(*r));
 	scsi_exec(lup, cdb, cdb_len, xfer, r);
 	alloc = alloc_len(cdb, cdb_len);
+	ws = is_write_same(cdb, cdb_len);
+	if (ws) { /* WRITE SAME 10/16: the range, decoded here */
+		bool ten = cdb[0] == SCSI_WRITE_SAME_10;
+		ws_lba = ten ? be(cdb + 2, 4) : be(cdb + 2, 8);
+		ws_n = ten ? be(cdb + 7, 2) : be(cdb + 10, 4);
+	}
 	if (r->kind == SCSI_DONE) {
 		check_done(r);
 		CHECK(r->data_len <= alloc);
+		/* nothing of an I/O is left behind (a refused PERSISTENT RESERVE
+		 * OUT or EXTENDED COPY keeps its xop, which DONE makes moot) */
+		CHECK(r->data_out_len == 0 && r->data_in_len == 0 && !r->needs_params);
+		CHECK((r->xop == SCSI_XOP_NONE || stateful(r->xop)) && !r->pattern);
+		/* exact_out when done: no data-out may come (COMPARE AND WRITE of 0) */
+		CHECK(!r->exact_out ||
+		      (r->status == SCSI_GOOD && cdb[0] == SCSI_COMPARE_AND_WRITE));
+		/* WRITE SAME of 0 blocks is GOOD without I/O only at the end */
+		if (ws && ws_n == 0 && r->status == SCSI_GOOD)
+			CHECK(lu_ok && ws_lba == lu.size / lu.block);
 	} else {
 		CHECK(r->kind == SCSI_IO);
 		CHECK(lup);
 		/* volume I/O only when ready (MODE SELECT's list is not volume I/O) */
 		CHECK(lu.ready || (r->needs_params && r->op == BS_OP_MAX));
 		CHECK(r->status == SCSI_GOOD && r->data_len == 0);
-		if (r->needs_params) {
-			CHECK(r->data_out_len > 0 && r->data_out_len <= xfer);
+		CHECK(r->xop == want_xop(cdb));
+		CHECK(!r->pattern); /* only scsi_params() sees the block */
+		if (stateful(r->xop)) {
+			/* the parameter list, if any, is the module's to check; the
+			 * expected transfer is not looked at */
+			CHECK(r->op == BS_OP_MAX && !r->needs_params && !r->exact_out);
+			CHECK(r->data_in_len == 0 && r->data_out_len <= SCSI_PARAM_MAX);
+			if (cdb[0] == SCSI_PERSISTENT_RESERVE_OUT)
+				CHECK(r->data_out_len == be(cdb + 5, 4));
+			else if (cdb[0] == SCSI_EXTENDED_COPY)
+				CHECK(r->data_out_len == be(cdb + 10, 4));
+			else
+				CHECK(r->data_out_len == 0);
+		} else if (r->needs_params) {
+			CHECK(r->data_out_len <= xfer);
+			CHECK(r->data_out_len > 0 && r->xop == SCSI_XOP_NONE);
+			/* WRITE SAME: exactly one block; the other lists: up to xfer */
+			CHECK(r->exact_out == ws);
+			if (ws)
+				CHECK(r->data_out_len == lu.block);
 		} else {
-			CHECK(r->op < BS_OP_MAX);
+			CHECK(r->op < BS_OP_MAX && r->data_out_len <= xfer);
 			check_range(&lu, r->off, r->len);
 			if (r->op == BS_READ) {
-				CHECK(r->len > 0 && r->data_in_len == r->len && r->data_out_len == 0);
+				CHECK(r->len > 0 && !r->exact_out);
+				if (r->xop == SCSI_XOP_NONE) /* READ */
+					CHECK(r->data_in_len == r->len && r->data_out_len == 0);
+				else if (r->xop == SCSI_XOP_VERIFY) /* BYTCHK 01 */
+					CHECK(r->data_out_len == r->len && r->data_in_len == 0);
+				else /* BYTCHK 11: one block compared with each */
+					CHECK(r->xop == SCSI_XOP_VERIFY_SAME &&
+					      r->data_in_len == 0 && r->data_out_len == lu.block);
 			} else if (r->op == BS_WRITE) {
-				CHECK(r->len > 0 && r->data_out_len == r->len);
-				CHECK(r->data_out_len <= xfer && r->data_in_len == 0);
+				CHECK(r->len > 0 && r->data_in_len == 0);
+				if (r->xop == SCSI_XOP_CAW) {
+					CHECK(r->data_out_len == 2 * r->len && r->exact_out);
+					CHECK(r->len / lu.block <= SCSI_CAW_MAX_BLOCKS);
+					CHECK(r->off == be(cdb + 2, 8) * lu.block);
+					CHECK(r->len == (uint64_t)cdb[13] * lu.block);
+				} else {
+					CHECK(r->xop == SCSI_XOP_NONE ||
+					      r->xop == SCSI_XOP_ORWRITE);
+					CHECK(r->data_out_len == r->len && !r->exact_out);
+				}
+				if (cdb[0] == SCSI_WRITE_VERIFY_10 ||
+				    cdb[0] == SCSI_WRITE_VERIFY_12 ||
+				    cdb[0] == SCSI_WRITE_VERIFY_16)
+					CHECK(r->fua);
 			} else {
 				CHECK(r->data_out_len == 0 && r->data_in_len == 0);
+				CHECK(r->xop == SCSI_XOP_NONE && !r->exact_out);
 			}
+			/* COMPARE AND WRITE too: its maximum is never above this one */
 			if ((r->op == BS_READ || r->op == BS_WRITE) && lu.max_xfer_blocks)
 				CHECK(r->len / lu.block <= lu.max_xfer_blocks);
+		}
+		if (ws) { /* NDOB or not: the LBA, and 0 blocks reach the end */
+			CHECK(r->off == ws_lba * lu.block);
+			if (ws_n)
+				CHECK(r->len == ws_n * lu.block);
+			else
+				CHECK(r->off + r->len == lu.size / lu.block * lu.block);
 		}
 		/* the caller's I/O result, whatever it is */
 		memcpy(r2, r, sizeof(*r2));
 		scsi_error(r2, -(int)(list_len ? list[0] : 5));
 		check_done(r2);
 		CHECK(r2->data_len == 0);
+		/* a compare that failed at some byte of the data-out */
+		if (r->xop == SCSI_XOP_VERIFY || r->xop == SCSI_XOP_VERIFY_SAME ||
+		    r->xop == SCSI_XOP_CAW) {
+			uint32_t at = xfer % r->data_out_len;
+
+			memcpy(r2, r, sizeof(*r2));
+			scsi_miscompare(r2, at);
+			check_done(r2);
+			CHECK(r2->status == SCSI_CHECK_CONDITION && r2->sense[0] == 0xf0);
+			CHECK(scsi_sense_key(r2->sense, r2->sense_len) == SCSI_KEY_MISCOMPARE);
+			CHECK(scsi_sense_asc(r2->sense, r2->sense_len) ==
+			      SCSI_ASC_MISCOMPARE_VERIFY);
+			CHECK(be(r2->sense + 3, 4) == at);
+		}
 	}
 
 	/* The parameter list path, for any CDB. */
@@ -199,7 +342,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	} else {
 		/* (r may differ: scsi_params decodes with no expected-length limit) */
 		CHECK(r2->kind == SCSI_IO && (unsigned)k <= max);
-		CHECK(r2->op == BS_TRIM || r2->op == BS_ZERO);
+		CHECK(r2->xop == SCSI_XOP_NONE);
+		if (ws) /* a pattern exactly when the block is not all zero */
+			CHECK(r2->pattern == !all_zero(list, lu.block));
+		if (r2->pattern) /* the block written over the command's range */
+			CHECK(ws && r2->op == BS_WRITE && k == 1 && ext[0].off == r2->off &&
+			      ext[0].len == r2->len);
+		else
+			CHECK(r2->op == BS_TRIM || r2->op == BS_ZERO);
 		for (int i = 0; i < k; i++) {
 			CHECK(ext[i].len > 0);
 			check_range(&lu, ext[i].off, ext[i].len);
