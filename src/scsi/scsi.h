@@ -108,11 +108,15 @@
  *     peripheral qualifier 011b, REPORT LUNS and REQUEST SENSE answer, the
  *     rest get ILLEGAL REQUEST, LOGICAL UNIT NOT SUPPORTED 25/00.
  *
- * TODO (next): PERSISTENT RESERVE IN/OUT, RESERVE/RELEASE,
- * EXTENDED COPY / RECEIVE COPY RESULTS, REPORT TARGET PORT GROUPS (ALUA, so
- * that TPGS can be set), unit attentions (per I_T nexus: transport state).
- * Until then they are INVALID COMMAND OPERATION CODE. Wire constants live here
- * rather than in include/proto/ until the SCSI layer has a proto header. */
+ * Stateful commands: PERSISTENT RESERVE IN/OUT, RESERVE/RELEASE 6/10,
+ * EXTENDED COPY and RECEIVE COPY RESULTS are checked here (CDB length,
+ * control byte, service action, readiness, parameter list length up to
+ * SCSI_PARAM_MAX) and handed to the caller as SCSI_IO with an xop; the caller
+ * keeps their state and runs src/scsi/pr.c or xcopy.c. Unit attentions are
+ * per I_T nexus and kept by the transport.
+ * TODO (next): REPORT TARGET PORT GROUPS (ALUA, so that TPGS can be set),
+ * SANITIZE. Until then INVALID COMMAND OPERATION CODE. Wire constants live
+ * here rather than in include/proto/ until the SCSI layer has a proto header. */
 #ifndef TANDEM_SCSI_H
 #define TANDEM_SCSI_H
 
