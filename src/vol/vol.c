@@ -83,6 +83,8 @@ void vol_set_disk(struct vol *v, enum vol_disk d)
 	}
 }
 
+static void submit(struct vol *v, struct vol_io *io, uint64_t again);
+
 static bool overlaps(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen)
 {
 	return a < b + blen && b < a + alen;
@@ -94,16 +96,17 @@ static bool modifies(const struct vol_io *io)
 }
 
 /* A lock other than io's own that io must wait for: a granted one, or (for
- * writes of no lock holder) a waiting one, so that a stream of writes cannot
- * starve it. A holder's write never waits for a lock still waiting (which
- * would wait for the holder). */
-static bool io_blocked(struct vol *v, const struct vol_io *io)
+ * writes of no lock holder) one still waiting that was requested before io
+ * (a new write has the newest ticket), so that neither writes nor locks can
+ * starve the other. A holder's write never waits for a lock still waiting
+ * (which would wait for the holder). */
+static bool io_blocked(struct vol *v, const struct vol_io *io, uint64_t ticket)
 {
 	struct list *pos, *tmp;
 	list_for_each_safe(pos, tmp, &v->locks) {
 		struct vol_lock *lk = container_of(pos, struct vol_lock, link);
 		if (lk != io->lock && overlaps(lk->off, lk->len, io->off, io->len) &&
-		    (lk->granted || !io->lock))
+		    (lk->granted || (!io->lock && lk->ticket < ticket)))
 			return true;
 	}
 	return false;
@@ -141,6 +144,7 @@ static void locks_grant(struct vol *v)
 void vol_lock(struct vol *v, struct vol_lock *lk)
 {
 	lk->granted = false;
+	lk->ticket = ++v->ticket;
 	list_add_tail(&v->locks, &lk->link);
 	locks_grant(v);
 }
@@ -154,7 +158,7 @@ void vol_unlock(struct vol *v, struct vol_lock *lk)
 	list_init(&go);
 	list_for_each_safe(pos, tmp, &v->parked) {
 		struct vol_io *io = container_of(pos, struct vol_io, vlink);
-		if (!io_blocked(v, io)) {
+		if (!io_blocked(v, io, io->ticket)) {
 			list_del(&io->vlink);
 			list_add_tail(&go, &io->vlink);
 		}
@@ -163,8 +167,8 @@ void vol_unlock(struct vol *v, struct vol_lock *lk)
 		struct vol_io *io = container_of(pos, struct vol_io, vlink);
 		list_del(&io->vlink);
 		io->tracked = false;
-		v->inflight--; /* vol_submit counts it again */
-		vol_submit(v, io);
+		v->inflight--; /* submit counts it again */
+		submit(v, io, io->ticket); /* keeps its place */
 	}
 	locks_grant(v);
 }
@@ -274,6 +278,12 @@ static void fail_async(struct vol *v, struct vol_io *io, int err)
 
 void vol_submit(struct vol *v, struct vol_io *io)
 {
+	submit(v, io, 0);
+}
+
+/* again: the ticket of a write that was parked, 0 for a new one */
+static void submit(struct vol *v, struct vol_io *io, uint64_t again)
+{
 	io->vol = v;
 	v->inflight++;
 	if (v->role != VOL_PRIMARY || v->demoting) {
@@ -291,7 +301,11 @@ void vol_submit(struct vol *v, struct vol_io *io)
 	io->tracked = false;
 	if (modifies(io)) { /* always tracked: a lock must see every write in flight */
 		io->tracked = true;
-		if (io_blocked(v, io)) { /* V3: waits for the lock to go */
+		/* a write parked before keeps its ticket; a new one is the newest */
+		uint64_t ticket = again ? again : v->ticket + 1;
+		if (io_blocked(v, io, ticket)) { /* V3: waits for the lock to go */
+			io->ticket = ticket;
+			v->ticket = MAX(v->ticket, ticket);
 			list_add_tail(&v->parked, &io->vlink);
 			return;
 		}

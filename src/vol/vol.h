@@ -16,6 +16,8 @@
  *       it is in flight; one submitted meanwhile waits (parked) until the
  *       lock is released. Locks are granted in request order among
  *       overlapping ones; a lock waits for overlapping writes in flight.
+ *       A parked write waits only for locks granted or requested before it
+ *       (tickets), so a stream of locks cannot starve it, nor it them.
  */
 #ifndef TANDEM_VOL_H
 #define TANDEM_VOL_H
@@ -48,6 +50,7 @@ struct vol_stats {
 struct vol_lock {
 	struct list link; /* in vol->locks, in request order */
 	uint64_t off, len;
+	uint64_t ticket;  /* request order among locks and parked writes */
 	bool granted;
 	void (*granted_cb)(struct vol_lock *lk); /* called once, maybe from vol_lock */
 };
@@ -79,6 +82,7 @@ struct vol {
 	struct list locks;    /* struct vol_lock: granted and waiting (V3) */
 	struct list writes;   /* modifying vol_io in flight (write, trim, zero) */
 	struct list parked;   /* vol_io waiting for a lock to go */
+	uint64_t ticket;      /* last ticket handed to a lock or a parked write */
 	bool crashed;         /* did not shut down cleanly last time */
 	bool crashed_primary; /* ... and was primary then */
 };
@@ -116,6 +120,7 @@ struct vol_io {
 	 * and the link in vol->writes or vol->parked */
 	struct vol_lock *lock;
 	struct list vlink;
+	uint64_t ticket;
 	bool tracked;
 	struct vol_rep rep;
 };
