@@ -298,6 +298,23 @@ static void io(struct scsi_req *out, enum bs_op op, const struct scsi_lu *lu, ui
 
 /* ---- SBC: block commands ---- */
 
+/* What every block transfer checks after its flags: the range, zero blocks
+ * (GOOD without I/O), the block limits, and that the expected transfer holds
+ * the `need` bytes of data-out. True: go on; false: out is completed. */
+static bool xfer_ok(const struct scsi_lu *lu, const struct lba_range *r, uint32_t xfer,
+		    uint64_t need, struct scsi_req *out)
+{
+	if (!range_ok(lu, r->lba, r->n))
+		illegal(out, SCSI_ASC_LBA_OUT_OF_RANGE);
+	else if (r->n == 0)
+		good(out);
+	else if (r->n > lu_max_xfer(lu) || xfer < need)
+		bad_cdb(out, r->len_at);
+	else
+		return true;
+	return false;
+}
+
 static void sbc_rw(const struct scsi_lu *lu, const uint8_t *cdb, uint32_t xfer,
 		   struct scsi_req *out)
 {
@@ -313,15 +330,9 @@ static void sbc_rw(const struct scsi_lu *lu, const uint8_t *cdb, uint32_t xfer,
 		r.n = 256;
 	if (flags & 0xe0) /* RDPROTECT / WRPROTECT: no protection information */
 		return bad_cdb(out, 1);
-	if (!range_ok(lu, r.lba, r.n))
-		return illegal(out, SCSI_ASC_LBA_OUT_OF_RANGE);
-	if (r.n == 0)
-		return good(out);
-	if (r.n > lu_max_xfer(lu))
-		return bad_cdb(out, r.len_at);
-	bytes = r.n * lu->block;
-	if (write && xfer < bytes)
-		return bad_cdb(out, r.len_at);
+	if (!xfer_ok(lu, &r, xfer, write ? (uint64_t)r.n * lu->block : 0, out))
+		return;
+	bytes = r.n * lu->block; /* r.n <= lu_max_xfer(): fits */
 	io(out, write ? BS_WRITE : BS_READ, lu, r.lba, r.n);
 	if (write) {
 		out->fua = flags & 0x08;
@@ -345,14 +356,12 @@ static void sbc_verify(const struct scsi_lu *lu, const uint8_t *cdb, uint32_t xf
 	if (bytchk == 2)
 		return bad_cdb(out, 1);
 	decode_lba(cdb, &r);
-	if (!range_ok(lu, r.lba, r.n))
+	if (bytchk == 0 && !range_ok(lu, r.lba, r.n))
 		return illegal(out, SCSI_ASC_LBA_OUT_OF_RANGE);
-	if (bytchk == 0 || r.n == 0)
+	if (bytchk == 0)
 		return good(out);
-	if (r.n > lu_max_xfer(lu))
-		return bad_cdb(out, r.len_at);
-	if (xfer < (bytchk == 3 ? lu->block : r.n * lu->block))
-		return bad_cdb(out, r.len_at);
+	if (!xfer_ok(lu, &r, xfer, bytchk == 3 ? lu->block : (uint64_t)r.n * lu->block, out))
+		return;
 	io(out, BS_READ, lu, r.lba, r.n);
 	out->xop = bytchk == 3 ? SCSI_XOP_VERIFY_SAME : SCSI_XOP_VERIFY;
 	out->data_out_len = bytchk == 3 ? lu->block : r.n * lu->block;
@@ -360,27 +369,24 @@ static void sbc_verify(const struct scsi_lu *lu, const uint8_t *cdb, uint32_t xf
 }
 
 /* WRITE AND VERIFY 10/12/16: a write that is durable before it completes (the
- * verification is of what we just wrote). BYTCHK 00 and 01 only. */
-static void sbc_write_verify(const struct scsi_lu *lu, const uint8_t *cdb, uint32_t xfer,
-			     struct scsi_req *out)
+ * verification is of what we just wrote; BYTCHK 00 and 01 only). ORWRITE(16):
+ * the data-out is ORed into the medium, under a range lock (xop). */
+static void sbc_write_ext(const struct scsi_lu *lu, const uint8_t *cdb, uint32_t xfer,
+			  struct scsi_req *out)
 {
+	bool orw = cdb[0] == SCSI_ORWRITE_16;
 	struct lba_range r;
 
-	if (cdb[1] & 0xe0) /* WRPROTECT */
+	if (cdb[1] & 0xe0) /* WRPROTECT / ORPROTECT */
 		return bad_cdb(out, 1);
-	if (cdb[1] & 0x04) /* BYTCHK 1x: reserved */
+	if (!orw && (cdb[1] & 0x04)) /* BYTCHK 1x: reserved */
 		return bad_cdb(out, 1);
 	decode_lba(cdb, &r);
-	if (!range_ok(lu, r.lba, r.n))
-		return illegal(out, SCSI_ASC_LBA_OUT_OF_RANGE);
-	if (r.n == 0)
-		return good(out);
-	if (r.n > lu_max_xfer(lu))
-		return bad_cdb(out, r.len_at);
-	if (xfer < r.n * lu->block)
-		return bad_cdb(out, r.len_at);
+	if (!xfer_ok(lu, &r, xfer, (uint64_t)r.n * lu->block, out))
+		return;
 	io(out, BS_WRITE, lu, r.lba, r.n);
-	out->fua = true;
+	out->xop = orw ? SCSI_XOP_ORWRITE : SCSI_XOP_NONE;
+	out->fua = orw ? cdb[1] & 0x08 : true;
 	out->data_out_len = r.n * lu->block;
 }
 
@@ -417,29 +423,6 @@ static void sbc_compare_and_write(const struct scsi_lu *lu, const uint8_t *cdb, 
 	out->fua = cdb[1] & 0x08;
 	out->data_out_len = 2 * n * lu->block;
 	out->exact_out = true;
-}
-
-/* ORWRITE(16): the data-out is ORed into the medium, under a range lock. */
-static void sbc_orwrite(const struct scsi_lu *lu, const uint8_t *cdb, uint32_t xfer,
-			struct scsi_req *out)
-{
-	struct lba_range r;
-
-	if (cdb[1] & 0xe0) /* ORPROTECT */
-		return bad_cdb(out, 1);
-	decode_lba(cdb, &r);
-	if (!range_ok(lu, r.lba, r.n))
-		return illegal(out, SCSI_ASC_LBA_OUT_OF_RANGE);
-	if (r.n == 0)
-		return good(out);
-	if (r.n > lu_max_xfer(lu))
-		return bad_cdb(out, r.len_at);
-	if (xfer < r.n * lu->block)
-		return bad_cdb(out, r.len_at);
-	io(out, BS_WRITE, lu, r.lba, r.n);
-	out->xop = SCSI_XOP_ORWRITE;
-	out->fua = cdb[1] & 0x08;
-	out->data_out_len = r.n * lu->block;
 }
 
 /* Reservations and copies: checked here for what every command shares; the
@@ -1059,18 +1042,18 @@ static const struct cmd op_tab[256] = {
 	[SCSI_MAINTENANCE_IN] = { .sa = mi_tab, .len = 12 },
 	[SCSI_READ_12] = { .fn = sbc_rw, .len = 12, .flags = CMD_MEDIUM, .usage = RW12 },
 	[SCSI_WRITE_12] = { .fn = sbc_rw, .len = 12, .flags = CMD_MEDIUM, .usage = W12 },
-	[SCSI_WRITE_VERIFY_10] = { .fn = sbc_write_verify, .len = 10, .flags = CMD_MEDIUM,
+	[SCSI_WRITE_VERIFY_10] = { .fn = sbc_write_ext, .len = 10, .flags = CMD_MEDIUM,
 		.usage = LBA10(0xf2) },
-	[SCSI_WRITE_VERIFY_12] = { .fn = sbc_write_verify, .len = 12, .flags = CMD_MEDIUM,
+	[SCSI_WRITE_VERIFY_12] = { .fn = sbc_write_ext, .len = 12, .flags = CMD_MEDIUM,
 		.usage = { 0, 0xf2, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x1f, CTL } },
-	[SCSI_WRITE_VERIFY_16] = { .fn = sbc_write_verify, .len = 16, .flags = CMD_MEDIUM,
+	[SCSI_WRITE_VERIFY_16] = { .fn = sbc_write_ext, .len = 16, .flags = CMD_MEDIUM,
 		.usage = LBA16(0xf2) },
 	[SCSI_VERIFY_12] = { .fn = sbc_verify, .len = 12, .flags = CMD_MEDIUM,
 		.usage = { 0, 0xf6, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x1f, CTL } },
 	[SCSI_COMPARE_AND_WRITE] = { .fn = sbc_compare_and_write, .len = 16, .flags = CMD_MEDIUM,
 		.usage = { 0, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0,
 			   0xff, 0x1f, CTL } },
-	[SCSI_ORWRITE_16] = { .fn = sbc_orwrite, .len = 16, .flags = CMD_MEDIUM,
+	[SCSI_ORWRITE_16] = { .fn = sbc_write_ext, .len = 16, .flags = CMD_MEDIUM,
 		.usage = LBA16(0xf8) },
 	[SCSI_RESERVE_6] = { .fn = spc_stateful, .len = 6, .flags = CMD_MEDIUM,
 		.usage = { 0, 0, 0, 0, 0, CTL } },
