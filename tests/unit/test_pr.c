@@ -11,42 +11,10 @@
 
 #include <errno.h>
 
+#include "../../src/common/be.h"
 #include "../../src/scsi/pr.h"
 
 /* ---- helpers ---- */
-
-static void be16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)(v >> 8);
-	p[1] = (uint8_t)v;
-}
-
-static void be32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (24 - 8 * i));
-}
-
-static void be64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (56 - 8 * i));
-}
-
-static uint16_t rd16(const uint8_t *p)
-{
-	return (uint16_t)(p[0] << 8 | p[1]);
-}
-
-static uint32_t rd32(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static uint64_t rd64(const uint8_t *p)
-{
-	return (uint64_t)rd32(p) << 32 | rd32(p + 4);
-}
 
 static const uint8_t types[] = { PR_TYPE_WE, PR_TYPE_EA, PR_TYPE_WERO,
 				 PR_TYPE_EARO, PR_TYPE_WEAR, PR_TYPE_EAAR };
@@ -124,7 +92,7 @@ static void assert_sense(const struct scsi_req *r, int key, int asc)
 static void assert_pointer(const struct scsi_req *r, bool cdb, unsigned byte)
 {
 	assert_int_equal(r->sense[15], cdb ? 0xc0 : 0x80);
-	assert_int_equal(rd16(r->sense + 16), byte);
+	assert_int_equal(get16(r->sense + 16), byte);
 }
 
 /* pr_out on exact-size copies; checks P1-P3 and that it returns 1 exactly
@@ -161,14 +129,14 @@ static void prout_cdb(uint8_t *c, uint8_t sa, uint8_t scope_type, uint32_t plen)
 	c[0] = PR_OP_OUT;
 	c[1] = sa;
 	c[2] = scope_type;
-	be32(c + 5, plen);
+	put32(c + 5, plen);
 }
 
 static void prout_param(uint8_t *p, uint64_t key, uint64_t sark, uint8_t flags)
 {
 	memset(p, 0, PR_PARAM_LEN);
-	be64(p, key);
-	be64(p + 8, sark);
+	put64(p, key);
+	put64(p + 8, sark);
 	p[20] = flags;
 }
 
@@ -200,7 +168,7 @@ static uint8_t exec(struct fx *f, const struct pr_nexus *who, const uint8_t *cdb
 		free(c);
 		assert_true(pr_equal(before, f->s));
 		free(before);
-		assert_true(f->r->data_len <= rd16(cdb16 + 7));
+		assert_true(f->r->data_len <= get16(cdb16 + 7));
 		assert_status(f->r, f->r->status);
 		return f->r->status;
 	}
@@ -248,7 +216,7 @@ static uint8_t prin(struct fx *f, const struct pr_nexus *who, uint8_t sa, uint16
 {
 	uint8_t c[16] = { PR_OP_IN, sa };
 
-	be16(c + 7, alloc);
+	put16(c + 7, alloc);
 	return exec(f, who, c, NULL, 0);
 }
 
@@ -267,12 +235,12 @@ static uint32_t keys(struct fx *f, uint64_t *k, uint32_t max)
 	uint32_t n;
 
 	assert_int_equal(prin(f, &f->a, PR_IN_READ_KEYS, 16384), SCSI_GOOD);
-	assert_int_equal(f->r->data_len, 8 + rd32(f->r->data + 4));
-	assert_int_equal(rd32(f->r->data), f->s->generation);
-	n = rd32(f->r->data + 4) / 8;
+	assert_int_equal(f->r->data_len, 8 + get32(f->r->data + 4));
+	assert_int_equal(get32(f->r->data), f->s->generation);
+	n = get32(f->r->data + 4) / 8;
 	assert_true(n <= max);
 	for (uint32_t i = 0; i < n; i++)
-		k[i] = rd64(f->r->data + 8 + 8 * i);
+		k[i] = get64(f->r->data + 8 + 8 * i);
 	return n;
 }
 
@@ -292,9 +260,9 @@ static void assert_reserved_as(struct fx *f, uint64_t key, uint8_t type)
 {
 	assert_int_equal(prin(f, &f->a, PR_IN_READ_RESERVATION, 16384), SCSI_GOOD);
 	assert_int_equal(f->r->data_len, 24);
-	assert_int_equal(rd32(f->r->data), f->s->generation);
-	assert_int_equal(rd32(f->r->data + 4), 16);
-	assert_true(rd64(f->r->data + 8) == key);
+	assert_int_equal(get32(f->r->data), f->s->generation);
+	assert_int_equal(get32(f->r->data + 4), 16);
+	assert_true(get64(f->r->data + 8) == key);
 	assert_int_equal(f->r->data[21], type); /* scope LU_SCOPE (0) << 4 | type */
 	for (int i = 16; i < 24; i++)
 		if (i != 21)
@@ -305,7 +273,7 @@ static void assert_not_reserved(struct fx *f)
 {
 	assert_int_equal(prin(f, &f->a, PR_IN_READ_RESERVATION, 16384), SCSI_GOOD);
 	assert_int_equal(f->r->data_len, 8);
-	assert_int_equal(rd32(f->r->data + 4), 0);
+	assert_int_equal(get32(f->r->data + 4), 0);
 }
 
 /* ---- PERSISTENT RESERVE IN ---- */
@@ -341,7 +309,7 @@ static void test_prin_service_actions(void **state)
 	}
 	/* bits 7-5 of byte 1 are reserved: the service action is bits 4-0 */
 	c[1] = 0xe0 | PR_IN_READ_KEYS;
-	be16(c + 7, 100);
+	put16(c + 7, 100);
 	assert_int_equal(exec(&f, &f.a, c, NULL, 0), SCSI_GOOD);
 	/* NACA / LINK */
 	c[1] = 0;
@@ -369,12 +337,12 @@ static void test_read_keys(void **state)
 	/* alloc 8: the header only, ADDITIONAL LENGTH still counts every key */
 	assert_int_equal(prin(&f, &f.a, PR_IN_READ_KEYS, 8), SCSI_GOOD);
 	assert_int_equal(f.r->data_len, 8);
-	assert_int_equal(rd32(f.r->data), 3);
-	assert_int_equal(rd32(f.r->data + 4), 24);
+	assert_int_equal(get32(f.r->data), 3);
+	assert_int_equal(get32(f.r->data + 4), 24);
 	/* a cut inside a key */
 	assert_int_equal(prin(&f, &f.a, PR_IN_READ_KEYS, 13), SCSI_GOOD);
 	assert_int_equal(f.r->data_len, 13);
-	assert_int_equal(rd32(f.r->data + 4), 24);
+	assert_int_equal(get32(f.r->data + 4), 24);
 	/* inside the header; and 0 */
 	assert_int_equal(prin(&f, &f.a, PR_IN_READ_KEYS, 3), SCSI_GOOD);
 	assert_int_equal(f.r->data_len, 3);
@@ -384,7 +352,7 @@ static void test_read_keys(void **state)
 	assert_int_equal(reserve(&f, &f.a, 0x1111, PR_TYPE_WE), SCSI_GOOD);
 	assert_int_equal(prin(&f, &f.b, PR_IN_READ_RESERVATION, 8), SCSI_GOOD);
 	assert_int_equal(f.r->data_len, 8);
-	assert_int_equal(rd32(f.r->data + 4), 16);
+	assert_int_equal(get32(f.r->data + 4), 16);
 	fx_free(&f);
 }
 
@@ -397,12 +365,12 @@ static void test_report_capabilities(void **state)
 
 	assert_int_equal(prin(&f, &f.a, PR_IN_REPORT_CAPABILITIES, 16384), SCSI_GOOD);
 	assert_int_equal(f.r->data_len, 8);
-	assert_int_equal(rd16(d), 8);          /* LENGTH */
+	assert_int_equal(get16(d), 8);          /* LENGTH */
 	assert_int_equal(d[2], 0x01);          /* RLR_C 0, CRH 0, SIP_C 0, ATP_C 0, PTPL_C 1 */
 	assert_int_equal(d[3] & 0x80, 0x80);   /* TMV */
 	assert_int_equal((d[3] >> 4) & 7, 3);  /* ALLOW COMMANDS (libiscsi: <= 5) */
 	assert_int_equal(d[3] & 0x01, 0);      /* PTPL_A */
-	assert_int_equal(rd16(d + 4), 0xea01); /* the six types, nothing else */
+	assert_int_equal(get16(d + 4), 0xea01); /* the six types, nothing else */
 	assert_int_equal(d[6] | d[7], 0);
 	/* every type it reports can be reserved, read back and released */
 	assert_int_equal(prout(&f, &f.a, PR_OUT_REGISTER_AND_IGNORE, 0, 0, 0x77, PR_APTPL),
@@ -433,30 +401,30 @@ static void test_read_full_status(void **state)
 	assert_int_equal(reg_ignore(&f, &odd, 0xbb), SCSI_GOOD);
 	assert_int_equal(reserve(&f, &odd, 0xbb, PR_TYPE_EARO), SCSI_GOOD);
 	assert_int_equal(prin(&f, &f.a, PR_IN_READ_FULL_STATUS, 16384), SCSI_GOOD);
-	assert_int_equal(rd32(d), 2);
-	assert_int_equal(f.r->data_len, 8 + rd32(d + 4));
+	assert_int_equal(get32(d), 2);
+	assert_int_equal(f.r->data_len, 8 + get32(d + 4));
 	/* A: not the holder */
 	e = d + 8;
-	assert_true(rd64(e) == 0xaa);
+	assert_true(get64(e) == 0xaa);
 	assert_int_equal(e[12], 0x00);
 	assert_int_equal(e[13], 0x00);
-	assert_int_equal(rd16(e + 18), 1);
-	tid = rd32(e + 20);
+	assert_int_equal(get16(e + 18), 1);
+	tid = get32(e + 20);
 	assert_int_equal(tid, 4 + ((strlen(NAME_A) + 1 + 3) & ~3u));
 	assert_int_equal(e[24], 0x45); /* format 01b, iSCSI */
-	assert_int_equal(rd16(e + 26), tid - 4);
+	assert_int_equal(get16(e + 26), tid - 4);
 	assert_memory_equal(e + 28, NAME_A, strlen(NAME_A) + 1);
 	for (uint32_t i = 28 + strlen(NAME_A); i < 24 + tid; i++)
 		assert_int_equal(e[i], 0);
 	/* odd: the holder */
 	e += 24 + tid;
-	assert_true(rd64(e) == 0xbb);
+	assert_true(get64(e) == 0xbb);
 	assert_int_equal(e[12], 0x01);
 	assert_int_equal(e[13], PR_TYPE_EARO);
-	assert_int_equal(rd16(e + 18), 7);
-	assert_int_equal(rd32(e + 20), 24);
+	assert_int_equal(get16(e + 18), 7);
+	assert_int_equal(get32(e + 20), 24);
 	assert_int_equal(e[24], 0x05);
-	assert_int_equal(rd16(e + 26), 20);
+	assert_int_equal(get16(e + 26), 20);
 	assert_memory_equal(e + 28, "iqn.x", 6);
 	assert_int_equal(f.r->data_len, (uint32_t)(e + 48 - d));
 
@@ -467,7 +435,7 @@ static void test_read_full_status(void **state)
 	e = d + 8;
 	assert_int_equal(e[12], 0x01);
 	assert_int_equal(e[13], PR_TYPE_WEAR);
-	e += 24 + rd32(e + 20);
+	e += 24 + get32(e + 20);
 	assert_int_equal(e[12], 0x01);
 	assert_int_equal(e[13], PR_TYPE_WEAR);
 	fx_free(&f);
@@ -494,13 +462,13 @@ static void test_read_full_status_large(void **state)
 	}
 	assert_int_equal(f.s->nreg, PR_MAX_REG);
 	assert_int_equal(prin(&f, &f.a, PR_IN_READ_FULL_STATUS, 65535), SCSI_GOOD);
-	total = 8 + rd32(f.r->data + 4);
+	total = 8 + get32(f.r->data + 4);
 	assert_int_equal(total, 8 + PR_MAX_REG * (24 + 4 + 240));
 	assert_int_equal(f.r->data_len, sizeof(f.r->data));
-	assert_true(rd64(f.r->data + 8 + 15 * 268) == 16);
+	assert_true(get64(f.r->data + 8 + 15 * 268) == 16);
 	assert_int_equal(prin(&f, &f.a, PR_IN_READ_FULL_STATUS, 100), SCSI_GOOD);
 	assert_int_equal(f.r->data_len, 100);
-	assert_int_equal(8 + rd32(f.r->data + 4), total);
+	assert_int_equal(8 + get32(f.r->data + 4), total);
 	fx_free(&f);
 }
 
@@ -1381,7 +1349,7 @@ static void roundtrip(const struct pr_state *s)
 	assert_non_null(t);
 	n = pr_encode(s, buf, PR_IMAGE_MAX);
 	assert_true(n >= 24 && n <= PR_IMAGE_MAX);
-	assert_int_equal(rd32(buf + 8), n);
+	assert_int_equal(get32(buf + 8), n);
 	assert_int_equal(pr_encode(s, buf, (size_t)n - 1), -ENOSPC);
 	assert_int_equal(pr_encode(s, buf, (size_t)n), n);
 	memset(t, 0x5a, sizeof(*t));
@@ -1489,50 +1457,50 @@ static void test_codec_corrupt(void **state)
 		expect_bad(bad, (size_t)n);      \
 	} while (0)
 	BAD(bad[0] ^= 1);                         /* magic */
-	BAD(be16(bad + 4, 2));                    /* version */
-	BAD(be16(bad + 6, 0x0005));               /* unknown flag */
-	BAD(be32(bad + 8, (uint32_t)n + 1));      /* longer than the buffer */
-	BAD(be32(bad + 8, (uint32_t)n - 1));      /* shorter than its content */
-	BAD(be32(bad + 8, 23));                   /* shorter than the header */
-	BAD(be32(bad + 8, 0xffffffff));
-	BAD(be16(bad + 16, 3));                   /* more registrations than there are */
-	BAD(be16(bad + 16, 1));                   /* fewer: bytes left over */
-	BAD(be16(bad + 16, 0xffff));
-	BAD(be16(bad + 18, 2));                   /* holder out of range */
-	BAD(be16(bad + 18, 0x7fff));
+	BAD(put16(bad + 4, 2));                    /* version */
+	BAD(put16(bad + 6, 0x0005));               /* unknown flag */
+	BAD(put32(bad + 8, (uint32_t)n + 1));      /* longer than the buffer */
+	BAD(put32(bad + 8, (uint32_t)n - 1));      /* shorter than its content */
+	BAD(put32(bad + 8, 23));                   /* shorter than the header */
+	BAD(put32(bad + 8, 0xffffffff));
+	BAD(put16(bad + 16, 3));                   /* more registrations than there are */
+	BAD(put16(bad + 16, 1));                   /* fewer: bytes left over */
+	BAD(put16(bad + 16, 0xffff));
+	BAD(put16(bad + 18, 2));                   /* holder out of range */
+	BAD(put16(bad + 18, 0x7fff));
 	BAD(bad[20] = 0);                         /* a holder without a type */
 	BAD(bad[20] = 2);                         /* no such type */
 	BAD(bad[20] = 9);
-	BAD((be16(bad + 18, 0xffff)));            /* a type without a holder */
+	BAD((put16(bad + 18, 0xffff)));            /* a type without a holder */
 	BAD(bad[21] = 1);                         /* reserved */
 	BAD(bad[23] = 0x80);
 	BAD(memset(bad + reg0, 0, 8));            /* key 0 */
 	BAD(bad[reg0 + 10] = (uint8_t)(strlen(NAME_A) + 1)); /* name runs into the next */
 	BAD(bad[reg0 + 10] = 0xff);               /* name too long (and past the end) */
 	BAD(bad[reg0 + 11 + 5] = 0);              /* NUL inside a name */
-	BAD(be16(bad + 6, 0x0003));               /* legacy flag: a nexus that is not there */
+	BAD(put16(bad + 6, 0x0003));               /* legacy flag: a nexus that is not there */
 	/* a duplicate nexus */
-	BAD(memcpy(bad + reg1 + 8, bad + reg0 + 8, 3 + strlen(NAME_A)); be16(bad + 16, 2);
-	    be32(bad + 8, (uint32_t)(reg1 + 8 + 3 + strlen(NAME_A))));
+	BAD(memcpy(bad + reg1 + 8, bad + reg0 + 8, 3 + strlen(NAME_A)); put16(bad + 16, 2);
+	    put32(bad + 8, (uint32_t)(reg1 + 8 + 3 + strlen(NAME_A))));
 #undef BAD
 	/* legacy together with registrations (P3), well-formed otherwise */
 	memcpy(bad, img, (size_t)n);
-	be16(bad + 6, 0x0003);
+	put16(bad + 6, 0x0003);
 	bad[n] = 0;
 	bad[n + 1] = 1;
 	bad[n + 2] = 1;
 	bad[n + 3] = 'q';
-	be32(bad + 8, (uint32_t)n + 4);
+	put32(bad + 8, (uint32_t)n + 4);
 	expect_bad(bad, (size_t)n + 4);
 	/* ... and the same legacy nexus alone decodes */
 	struct pr_state *t = malloc(sizeof(*t));
 	assert_non_null(t);
 	memset(bad, 0, 28);
-	be32(bad, 0x54505231);
-	be16(bad + 4, 1);
-	be16(bad + 6, 0x0002);
-	be32(bad + 8, 28);
-	be16(bad + 18, 0xffff);
+	put32(bad, 0x54505231);
+	put16(bad + 4, 1);
+	put16(bad + 6, 0x0002);
+	put32(bad + 8, 28);
+	put16(bad + 18, 0xffff);
 	bad[24] = 0;
 	bad[25] = 1;
 	bad[26] = 1;

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 
+#include "../../src/common/be.h"
 #include "../../src/scsi/scsi.h"
 
 #define GIB (1ull << 30)
@@ -39,39 +40,6 @@ static uint64_t blocks(const struct scsi_lu *lu)
 }
 
 /* ---- helpers ---- */
-
-static void be16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)(v >> 8);
-	p[1] = (uint8_t)v;
-}
-
-static void be32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (24 - 8 * i));
-}
-
-static void be64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (56 - 8 * i));
-}
-
-static uint16_t rd16(const uint8_t *p)
-{
-	return (uint16_t)(p[0] << 8 | p[1]);
-}
-
-static uint32_t rd32(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static uint64_t rd64(const uint8_t *p)
-{
-	return (uint64_t)rd32(p) << 32 | rd32(p + 4);
-}
 
 static struct scsi_req *req_new(void)
 {
@@ -167,8 +135,8 @@ static void cdb10(uint8_t *c, uint8_t op, uint8_t flags, uint32_t lba, uint16_t 
 	memset(c, 0, 10);
 	c[0] = op;
 	c[1] = flags;
-	be32(c + 2, lba);
-	be16(c + 7, n);
+	put32(c + 2, lba);
+	put16(c + 7, n);
 }
 
 static void cdb12(uint8_t *c, uint8_t op, uint8_t flags, uint32_t lba, uint32_t n)
@@ -176,8 +144,8 @@ static void cdb12(uint8_t *c, uint8_t op, uint8_t flags, uint32_t lba, uint32_t 
 	memset(c, 0, 12);
 	c[0] = op;
 	c[1] = flags;
-	be32(c + 2, lba);
-	be32(c + 6, n);
+	put32(c + 2, lba);
+	put32(c + 6, n);
 }
 
 static void cdb16(uint8_t *c, uint8_t op, uint8_t flags, uint64_t lba, uint32_t n)
@@ -185,8 +153,8 @@ static void cdb16(uint8_t *c, uint8_t op, uint8_t flags, uint64_t lba, uint32_t 
 	memset(c, 0, 16);
 	c[0] = op;
 	c[1] = flags;
-	be64(c + 2, lba);
-	be32(c + 10, n);
+	put64(c + 2, lba);
+	put32(c + 10, n);
 }
 
 static void inquiry(uint8_t *c, bool evpd, uint8_t page, uint16_t alloc)
@@ -195,7 +163,7 @@ static void inquiry(uint8_t *c, bool evpd, uint8_t page, uint16_t alloc)
 	c[0] = SCSI_INQUIRY;
 	c[1] = evpd;
 	c[2] = page;
-	be16(c + 3, alloc);
+	put16(c + 3, alloc);
 }
 
 /* ---- sense format and the generic checks ---- */
@@ -221,7 +189,7 @@ static void test_sense_format(void **state)
 	run(&lu, c, 10, 512, r);
 	assert_bad_cdb(r);
 	assert_int_equal(r->sense[15], 0xc0);
-	assert_int_equal(rd16(r->sense + 16), 1);
+	assert_int_equal(get16(r->sense + 16), 1);
 	free(r);
 }
 
@@ -267,7 +235,7 @@ static void test_unknown_service_action(void **state)
 
 	run(&lu, c, 16, 0, r);
 	assert_bad_cdb(r);
-	assert_int_equal(rd16(r->sense + 16), 1);
+	assert_int_equal(get16(r->sense + 16), 1);
 	c[0] = SCSI_MAINTENANCE_IN;
 	c[1] = 0x0a; /* REPORT TARGET PORT GROUPS: next */
 	run(&lu, c, 12, 0, r);
@@ -285,7 +253,7 @@ static void test_naca_and_link(void **state)
 	c[5] = 0x04; /* TEST UNIT READY, NACA */
 	run(&lu, c, 6, 0, r);
 	assert_bad_cdb(r);
-	assert_int_equal(rd16(r->sense + 16), 5);
+	assert_int_equal(get16(r->sense + 16), 5);
 	c[5] = 0x01; /* LINK */
 	run(&lu, c, 6, 0, r);
 	assert_bad_cdb(r);
@@ -293,7 +261,7 @@ static void test_naca_and_link(void **state)
 	c[15] = 0x04;
 	run(&lu, c, 16, 512, r);
 	assert_bad_cdb(r);
-	assert_int_equal(rd16(r->sense + 16), 15);
+	assert_int_equal(get16(r->sense + 16), 15);
 	c[15] = 0xc0; /* vendor bits are fine */
 	run(&lu, c, 16, 512, r);
 	assert_int_equal(r->kind, SCSI_IO);
@@ -472,9 +440,9 @@ static void test_inquiry_standard(void **state)
 	assert_memory_equal(r->data + 8, "TANDEM  ", 8);
 	assert_memory_equal(r->data + 16, "vol0            ", 16);
 	assert_memory_equal(r->data + 32, "0001", 4);
-	assert_int_equal(rd16(r->data + 58), 0x00a0);
-	assert_int_equal(rd16(r->data + 60), 0x0460);
-	assert_int_equal(rd16(r->data + 62), 0x04c0);
+	assert_int_equal(get16(r->data + 58), 0x00a0);
+	assert_int_equal(get16(r->data + 60), 0x0460);
+	assert_int_equal(get16(r->data + 62), 0x04c0);
 
 	/* lu->ready does not matter to INQUIRY */
 	lu.ready = false;
@@ -533,7 +501,7 @@ static void test_inquiry_bad_fields(void **state)
 	inquiry(c, false, 0x80, 255); /* page code without EVPD */
 	run(&lu, c, 6, 255, r);
 	assert_bad_cdb(r);
-	assert_int_equal(rd16(r->sense + 16), 2);
+	assert_int_equal(get16(r->sense + 16), 2);
 	inquiry(c, false, 0, 255);
 	c[1] = 0x02; /* CMDDT */
 	run(&lu, c, 6, 255, r);
@@ -557,7 +525,7 @@ static void test_vpd_supported(void **state)
 	assert_good(r);
 	assert_int_equal(r->data[0], 0);
 	assert_int_equal(r->data[1], 0x00);
-	assert_int_equal(rd16(r->data + 2), sizeof(pages));
+	assert_int_equal(get16(r->data + 2), sizeof(pages));
 	assert_int_equal(r->data_len, 4 + sizeof(pages));
 	assert_memory_equal(r->data + 4, pages, sizeof(pages));
 	/* every listed page answers */
@@ -566,7 +534,7 @@ static void test_vpd_supported(void **state)
 		run(&lu, c, 6, 255, r);
 		assert_good(r);
 		assert_int_equal(r->data[1], pages[i]);
-		assert_int_equal(rd16(r->data + 2) + 4, r->data_len);
+		assert_int_equal(get16(r->data + 2) + 4, r->data_len);
 	}
 	free(r);
 }
@@ -582,12 +550,12 @@ static void test_vpd_serial(void **state)
 	run(&lu, c, 6, 255, r);
 	assert_good(r);
 	assert_int_equal(r->data[1], 0x80);
-	assert_int_equal(rd16(r->data + 2), 16);
+	assert_int_equal(get16(r->data + 2), 16);
 	assert_memory_equal(r->data + 4, "0123456789abcdef", 16);
 	lu.serial = NULL;
 	run(&lu, c, 6, 255, r);
 	assert_good(r);
-	assert_int_equal(rd16(r->data + 2), 0);
+	assert_int_equal(get16(r->data + 2), 0);
 	assert_int_equal(r->data_len, 4);
 	free(r);
 }
@@ -620,20 +588,20 @@ static void test_vpd_device_id(void **state)
 	assert_memory_equal(r->data + 28, iqn, il);
 	for (uint32_t i = (uint32_t)il; i < dl; i++)
 		assert_int_equal(r->data[28 + i], 0);
-	assert_int_equal(rd16(r->data + 2), 20 + 4 + dl);
+	assert_int_equal(get16(r->data + 2), 20 + 4 + dl);
 	assert_int_equal(r->data_len, 4 + 20 + 4 + dl);
 
 	lu.target_name = NULL;
 	run(&lu, c, 6, 1024, r);
 	assert_good(r);
-	assert_int_equal(rd16(r->data + 2), 20);
+	assert_int_equal(get16(r->data + 2), 20);
 	assert_int_equal(r->data_len, 24);
 
 	inquiry(c, true, 0x83, 4); /* header only */
 	run(&lu, c, 6, 1024, r);
 	assert_good(r);
 	assert_int_equal(r->data_len, 4);
-	assert_int_equal(rd16(r->data + 2), 20); /* the full length, not the cut one */
+	assert_int_equal(get16(r->data + 2), 20); /* the full length, not the cut one */
 	free(r);
 }
 
@@ -670,27 +638,27 @@ static void test_vpd_block_limits(void **state)
 	run(&lu, c, 6, 255, r);
 	assert_good(r);
 	assert_int_equal(r->data_len, 64);
-	assert_int_equal(rd16(r->data + 2), 0x3c);
+	assert_int_equal(get16(r->data + 2), 0x3c);
 	assert_int_equal(r->data[4] & 1, 0);          /* WSNZ 0: 0 blocks = to the end */
 	assert_int_equal(r->data[5], SCSI_CAW_MAX_BLOCKS); /* max COMPARE AND WRITE */
-	assert_int_equal(rd16(r->data + 6), 8);       /* optimal granularity */
-	assert_int_equal(rd32(r->data + 8), 2048);    /* maximum transfer */
-	assert_int_equal(rd32(r->data + 12), 2048);   /* optimal transfer */
-	assert_int_equal(rd32(r->data + 20), UINT32_MAX); /* max unmap LBA count */
-	assert_int_equal(rd32(r->data + 24), SCSI_UNMAP_MAX_DESC);
-	assert_int_equal(rd32(r->data + 28), 8);      /* optimal unmap granularity */
-	assert_int_equal(rd64(r->data + 36), SCSI_WRITE_SAME_MAX_BLOCKS);
+	assert_int_equal(get16(r->data + 6), 8);       /* optimal granularity */
+	assert_int_equal(get32(r->data + 8), 2048);    /* maximum transfer */
+	assert_int_equal(get32(r->data + 12), 2048);   /* optimal transfer */
+	assert_int_equal(get32(r->data + 20), UINT32_MAX); /* max unmap LBA count */
+	assert_int_equal(get32(r->data + 24), SCSI_UNMAP_MAX_DESC);
+	assert_int_equal(get32(r->data + 28), 8);      /* optimal unmap granularity */
+	assert_int_equal(get64(r->data + 36), SCSI_WRITE_SAME_MAX_BLOCKS);
 
 	lu.thin = false;
 	lu.max_xfer_blocks = 0; /* no limit of the caller's: what fits 32 bits */
 	run(&lu, c, 6, 255, r);
-	assert_int_equal(rd32(r->data + 8), UINT32_MAX / 512);
-	assert_int_equal(rd32(r->data + 20), 0);
-	assert_int_equal(rd32(r->data + 24), 0);
+	assert_int_equal(get32(r->data + 8), UINT32_MAX / 512);
+	assert_int_equal(get32(r->data + 20), 0);
+	assert_int_equal(get32(r->data + 24), 0);
 
 	lu.size = 100 * 512; /* WRITE SAME limit never above the capacity */
 	run(&lu, c, 6, 255, r);
-	assert_int_equal(rd64(r->data + 36), 100);
+	assert_int_equal(get64(r->data + 36), 100);
 	free(r);
 }
 
@@ -705,13 +673,13 @@ static void test_vpd_characteristics_and_provisioning(void **state)
 	run(&lu, c, 6, 255, r);
 	assert_good(r);
 	assert_int_equal(r->data_len, 64);
-	assert_int_equal(rd16(r->data + 4), 1); /* non-rotating */
+	assert_int_equal(get16(r->data + 4), 1); /* non-rotating */
 
 	inquiry(c, true, 0xb2, 255);
 	run(&lu, c, 6, 255, r);
 	assert_good(r);
 	assert_int_equal(r->data_len, 8);
-	assert_int_equal(rd16(r->data + 2), 4);
+	assert_int_equal(get16(r->data + 2), 4);
 	assert_int_equal(r->data[5] & 0xe0, 0xe0); /* LBPU LBPWS LBPWS10 */
 	assert_int_equal(r->data[5] & 0x04, 0);    /* LBPRZ: TRIM leaves garbage */
 	assert_int_equal(r->data[6] & 0x07, 2);    /* thin */
@@ -758,10 +726,10 @@ static void test_no_lun(void **state)
 
 	memset(c, 0, 12);
 	c[0] = SCSI_REPORT_LUNS;
-	be32(c + 6, 64);
+	put32(c + 6, 64);
 	run(NULL, c, 12, 64, r);
 	assert_good(r);
-	assert_int_equal(rd32(r->data), 8);
+	assert_int_equal(get32(r->data), 8);
 
 	c[0] = 0xff;
 	run(NULL, c, 16, 0, r);
@@ -782,8 +750,8 @@ static void test_read_capacity_10(void **state)
 	run(&lu, c, 10, 8, r);
 	assert_good(r);
 	assert_int_equal(r->data_len, 8);
-	assert_int_equal(rd32(r->data), blocks(&lu) - 1);
-	assert_int_equal(rd32(r->data + 4), 512);
+	assert_int_equal(get32(r->data), blocks(&lu) - 1);
+	assert_int_equal(get32(r->data + 4), 512);
 
 	lu.ready = false; /* answered in standby too */
 	run(&lu, c, 10, 8, r);
@@ -791,10 +759,10 @@ static void test_read_capacity_10(void **state)
 
 	lu.size = 4ull << 40; /* 2^33 blocks: capped, the initiator uses RC16 */
 	run(&lu, c, 10, 8, r);
-	assert_int_equal(rd32(r->data), UINT32_MAX);
+	assert_int_equal(get32(r->data), UINT32_MAX);
 	lu.size = (1ull << 32) * 512; /* last LBA exactly 2^32 - 1 */
 	run(&lu, c, 10, 8, r);
-	assert_int_equal(rd32(r->data), UINT32_MAX);
+	assert_int_equal(get32(r->data), UINT32_MAX);
 
 	cdb10(c, SCSI_READ_CAPACITY_10, 0, 5, 0); /* LBA without PMI */
 	run(&lu, c, 10, 8, r);
@@ -815,14 +783,14 @@ static void test_read_capacity_16(void **state)
 	memset(c, 0, sizeof(c));
 	c[0] = SCSI_SERVICE_ACTION_IN_16;
 	c[1] = SCSI_SAI_READ_CAPACITY_16;
-	be32(c + 10, 32);
+	put32(c + 10, 32);
 	lu.size = 5ull << 40;
 	lu.block = 4096;
 	run(&lu, c, 16, 32, r);
 	assert_good(r);
 	assert_int_equal(r->data_len, 32);
-	assert_int_equal(rd64(r->data), (5ull << 40) / 4096 - 1);
-	assert_int_equal(rd32(r->data + 8), 4096);
+	assert_int_equal(get64(r->data), (5ull << 40) / 4096 - 1);
+	assert_int_equal(get32(r->data + 8), 4096);
 	assert_int_equal(r->data[13] & 0x0f, 0);
 	assert_int_equal(r->data[14] & 0x80, 0x80); /* LBPME */
 	assert_int_equal(r->data[14] & 0x40, 0);    /* LBPRZ */
@@ -834,11 +802,11 @@ static void test_read_capacity_16(void **state)
 	assert_int_equal(r->data[13] & 0x0f, 3); /* 8 logical per physical */
 	assert_int_equal(r->data[14] & 0x80, 0);
 
-	be32(c + 10, 12);
+	put32(c + 10, 12);
 	run(&lu, c, 16, 32, r);
 	assert_good(r);
 	assert_int_equal(r->data_len, 12);
-	be32(c + 10, 0);
+	put32(c + 10, 0);
 	run(&lu, c, 16, 32, r);
 	assert_good(r);
 	assert_int_equal(r->data_len, 0);
@@ -855,33 +823,33 @@ static void test_get_lba_status(void **state)
 	memset(c, 0, sizeof(c));
 	c[0] = SCSI_SERVICE_ACTION_IN_16;
 	c[1] = SCSI_SAI_GET_LBA_STATUS;
-	be64(c + 2, 1000);
-	be32(c + 10, 64);
+	put64(c + 2, 1000);
+	put32(c + 10, 64);
 	run(&lu, c, 16, 64, r);
 	assert_good(r);
 	assert_int_equal(r->data_len, 24);
-	assert_int_equal(rd32(r->data), 20);
-	assert_int_equal(rd64(r->data + 8), 1000);
-	assert_int_equal(rd32(r->data + 16), blocks(&lu) - 1000);
+	assert_int_equal(get32(r->data), 20);
+	assert_int_equal(get64(r->data + 8), 1000);
+	assert_int_equal(get32(r->data + 16), blocks(&lu) - 1000);
 	assert_int_equal(r->data[20] & 0x0f, 0); /* mapped */
 
-	be32(c + 10, 16);
+	put32(c + 10, 16);
 	run(&lu, c, 16, 64, r);
 	assert_int_equal(r->data_len, 16);
 
-	be64(c + 2, blocks(&lu));
+	put64(c + 2, blocks(&lu));
 	run(&lu, c, 16, 64, r);
 	assert_oor(r);
 
 	lu.ready = false;
-	be64(c + 2, 0);
+	put64(c + 2, 0);
 	run(&lu, c, 16, 64, r);
 	assert_not_ready(r);
 
 	lu = lu_make();
 	lu.size = 3ull << 42; /* more than 2^32 blocks from LBA 0: capped */
 	run(&lu, c, 16, 64, r);
-	assert_int_equal(rd32(r->data + 16), UINT32_MAX);
+	assert_int_equal(get32(r->data + 16), UINT32_MAX);
 	free(r);
 }
 
@@ -1072,11 +1040,11 @@ static void test_rw_max_transfer(void **state)
 	cdb10(c, SCSI_READ_10, 0, 0, 2049);
 	run(&lu, c, 10, UINT32_MAX, r);
 	assert_bad_cdb(r);
-	assert_int_equal(rd16(r->sense + 16), 7); /* the length field */
+	assert_int_equal(get16(r->sense + 16), 7); /* the length field */
 	cdb16(c, SCSI_WRITE_16, 0, 0, 2049);
 	run(&lu, c, 16, UINT32_MAX, r);
 	assert_bad_cdb(r);
-	assert_int_equal(rd16(r->sense + 16), 10);
+	assert_int_equal(get16(r->sense + 16), 10);
 
 	/* without a caller limit, the byte count must still fit 32 bits */
 	lu.max_xfer_blocks = 0;
@@ -1175,7 +1143,7 @@ static void test_not_ready_medium_commands(void **state)
 	assert_good(r);
 	memset(c, 0, 12);
 	c[0] = SCSI_REPORT_LUNS;
-	be32(c + 6, 16);
+	put32(c + 6, 16);
 	run(&lu, c, 12, 16, r);
 	assert_good(r);
 	memset(c, 0, 6);
@@ -1221,7 +1189,7 @@ static void test_verify(void **state)
 	cdb16(c, SCSI_VERIFY_16, 0x04, 0, 1);
 	run(&lu, c, 16, 512, r);
 	assert_bad_cdb(r);
-	assert_int_equal(rd16(r->sense + 16), 1);
+	assert_int_equal(get16(r->sense + 16), 1);
 	cdb12(c, SCSI_VERIFY_12, 0x04, 0, 0); /* even for 0 blocks */
 	run(&lu, c, 12, 0, r);
 	assert_bad_cdb(r);
@@ -1313,15 +1281,15 @@ static void test_verify_bytchk(void **state)
 	cdb10(c, SCSI_VERIFY_10, 0x02, 0, 2);
 	run(&lu, c, 10, 1023, r);
 	assert_bad_cdb(r);
-	assert_int_equal(rd16(r->sense + 16), 7);
+	assert_int_equal(get16(r->sense + 16), 7);
 	cdb12(c, SCSI_VERIFY_12, 0x02, 0, 2);
 	run(&lu, c, 12, 1023, r);
 	assert_bad_cdb(r);
-	assert_int_equal(rd16(r->sense + 16), 6);
+	assert_int_equal(get16(r->sense + 16), 6);
 	cdb16(c, SCSI_VERIFY_16, 0x06, 0, 2);
 	run(&lu, c, 16, 511, r);
 	assert_bad_cdb(r);
-	assert_int_equal(rd16(r->sense + 16), 10);
+	assert_int_equal(get16(r->sense + 16), 10);
 	run(&lu, c, 16, 512, r); /* BYTCHK 11: one block is all it needs */
 	assert_int_equal(r->kind, SCSI_IO);
 
@@ -1332,7 +1300,7 @@ static void test_verify_bytchk(void **state)
 	cdb16(c, SCSI_VERIFY_16, 0x02, 0, 2049);
 	run(&lu, c, 16, UINT32_MAX, r);
 	assert_bad_cdb(r);
-	assert_int_equal(rd16(r->sense + 16), 10);
+	assert_int_equal(get16(r->sense + 16), 10);
 	cdb16(c, SCSI_VERIFY_16, 0x06, 0, 2049);
 	run(&lu, c, 16, UINT32_MAX, r);
 	assert_bad_cdb(r);
@@ -1391,7 +1359,7 @@ static void test_write_verify(void **state)
 	cdb10(c, SCSI_WRITE_VERIFY_10, 0x04, 0, 1);
 	run(&lu, c, 10, 512, r);
 	assert_bad_cdb(r);
-	assert_int_equal(rd16(r->sense + 16), 1);
+	assert_int_equal(get16(r->sense + 16), 1);
 	cdb16(c, SCSI_WRITE_VERIFY_16, 0x06, 0, 1);
 	run(&lu, c, 16, 512, r);
 	assert_bad_cdb(r);
@@ -1417,14 +1385,14 @@ static void test_write_verify(void **state)
 	cdb10(c, SCSI_WRITE_VERIFY_10, 0, 0, 2);
 	run(&lu, c, 10, 1023, r);
 	assert_bad_cdb(r);
-	assert_int_equal(rd16(r->sense + 16), 7);
+	assert_int_equal(get16(r->sense + 16), 7);
 	cdb16(c, SCSI_WRITE_VERIFY_16, 0, 0, 2048);
 	run(&lu, c, 16, UINT32_MAX, r);
 	assert_int_equal(r->kind, SCSI_IO);
 	cdb16(c, SCSI_WRITE_VERIFY_16, 0, 0, 2049);
 	run(&lu, c, 16, UINT32_MAX, r);
 	assert_bad_cdb(r);
-	assert_int_equal(rd16(r->sense + 16), 10);
+	assert_int_equal(get16(r->sense + 16), 10);
 	free(r);
 }
 
@@ -1435,7 +1403,7 @@ static void caw(uint8_t *c, uint8_t flags, uint64_t lba, uint8_t n)
 	memset(c, 0, 16);
 	c[0] = SCSI_COMPARE_AND_WRITE;
 	c[1] = flags;
-	be64(c + 2, lba);
+	put64(c + 2, lba);
 	c[13] = n;
 }
 
@@ -1511,7 +1479,7 @@ static void test_compare_and_write(void **state)
 	caw(c, 0, 0, 2);
 	run(&lu, c, 16, 2047, r);
 	assert_bad_cdb(r);
-	assert_int_equal(rd16(r->sense + 16), 13);
+	assert_int_equal(get16(r->sense + 16), 13);
 	run(&lu, c, 16, 1024, r); /* one half only */
 	assert_bad_cdb(r);
 
@@ -1520,7 +1488,7 @@ static void test_compare_and_write(void **state)
 		caw(c, (uint8_t)(p << 5), 0, 1);
 		run(&lu, c, 16, 1024, r);
 		assert_bad_cdb(r);
-		assert_int_equal(rd16(r->sense + 16), 1);
+		assert_int_equal(get16(r->sense + 16), 1);
 	}
 
 	/* not a command with a parameter list */
@@ -1573,7 +1541,7 @@ static void test_orwrite(void **state)
 	cdb16(c, SCSI_ORWRITE_16, 0, 0, 2);
 	run(&lu, c, 16, 1023, r);
 	assert_bad_cdb(r);
-	assert_int_equal(rd16(r->sense + 16), 10);
+	assert_int_equal(get16(r->sense + 16), 10);
 	cdb16(c, SCSI_ORWRITE_16, 0, 0, 2049);
 	run(&lu, c, 16, UINT32_MAX, r);
 	assert_bad_cdb(r);
@@ -1597,24 +1565,24 @@ static void test_read_defect_data(void **state)
 	memset(c, 0, 10);
 	c[0] = SCSI_READ_DEFECT_DATA_10;
 	c[2] = 0x1d; /* REQ_PLIST, REQ_GLIST, format 101b (physical sector) */
-	be16(c + 7, 255);
+	put16(c + 7, 255);
 	run(&lu, c, 10, 255, r);
 	assert_good(r);
 	assert_int_equal(r->data_len, 4);
 	assert_int_equal(r->data[0], 0);
 	assert_int_equal(r->data[1], 0x1d); /* PLISTV GLISTV, the format asked */
-	assert_int_equal(rd16(r->data + 2), 0); /* no defects */
+	assert_int_equal(get16(r->data + 2), 0); /* no defects */
 	c[2] = 0x04;
 	run(&lu, c, 10, 255, r);
 	assert_int_equal(r->data[1], 0x04);
 	c[2] = 0xff; /* the reserved bits are not echoed */
 	run(&lu, c, 10, 255, r);
 	assert_int_equal(r->data[1], 0x1f);
-	be16(c + 7, 2); /* the allocation length cuts */
+	put16(c + 7, 2); /* the allocation length cuts */
 	run(&lu, c, 10, 2, r);
 	assert_good(r);
 	assert_int_equal(r->data_len, 2);
-	be16(c + 7, 0);
+	put16(c + 7, 0);
 	run(&lu, c, 10, 0, r);
 	assert_good(r);
 	assert_int_equal(r->data_len, 0);
@@ -1622,14 +1590,14 @@ static void test_read_defect_data(void **state)
 	memset(c, 0, 12);
 	c[0] = SCSI_READ_DEFECT_DATA_12;
 	c[1] = 0x0c; /* REQ_GLIST, format 100b (bytes from index) */
-	be32(c + 6, 4096);
+	put32(c + 6, 4096);
 	run(&lu, c, 12, 4096, r);
 	assert_good(r);
 	assert_int_equal(r->data_len, 8);
 	assert_int_equal(r->data[1], 0x0c);
-	assert_int_equal(rd16(r->data + 2), 0); /* generation code */
-	assert_int_equal(rd32(r->data + 4), 0); /* no defects */
-	be32(c + 6, 5);
+	assert_int_equal(get16(r->data + 2), 0); /* generation code */
+	assert_int_equal(get32(r->data + 4), 0); /* no defects */
+	put32(c + 6, 5);
 	run(&lu, c, 12, 5, r);
 	assert_int_equal(r->data_len, 5);
 
@@ -1643,7 +1611,7 @@ static void test_read_defect_data(void **state)
 	lu.ready = true;
 	run(&lu, c, 12, 5, r);
 	assert_bad_cdb(r);
-	assert_int_equal(rd16(r->sense + 16), 11);
+	assert_int_equal(get16(r->sense + 16), 11);
 	free(r);
 }
 
@@ -1672,14 +1640,14 @@ static void test_builders(void **state)
 	scsi_bad_cdb(r, 9);
 	assert_bad_cdb(r);
 	assert_int_equal(r->sense[15], 0xc0); /* SKSV, C/D = CDB */
-	assert_int_equal(rd16(r->sense + 16), 9);
+	assert_int_equal(get16(r->sense + 16), 9);
 
 	scsi_bad_param(r, 300);
 	assert_sense(r, SCSI_KEY_ILLEGAL_REQUEST, SCSI_ASC_INVALID_FIELD_PARAM);
 	assert_int_equal(r->sense[15], 0x80); /* SKSV, C/D = parameter list */
-	assert_int_equal(rd16(r->sense + 16), 300);
+	assert_int_equal(get16(r->sense + 16), 300);
 	scsi_bad_param(r, 0x12345); /* a pointer past 16 bits: the last it can say */
-	assert_int_equal(rd16(r->sense + 16), 0xffff);
+	assert_int_equal(get16(r->sense + 16), 0xffff);
 
 	memset(r->data, 0x42, 100);
 	scsi_data_in(r, 100, 40);
@@ -1716,9 +1684,9 @@ static void test_miscompare(void **state)
 	assert_int_equal(r->sense[0], 0xf0);  /* VALID, current, fixed format */
 	assert_int_equal(r->sense[1], 0);
 	assert_int_equal(r->sense[2], 0x0e);  /* MISCOMPARE, no FILEMARK/EOM/ILI */
-	assert_int_equal(rd32(r->sense + 3), 0x01020304); /* INFORMATION: the offset */
+	assert_int_equal(get32(r->sense + 3), 0x01020304); /* INFORMATION: the offset */
 	assert_int_equal(r->sense[7], 10);
-	assert_int_equal(rd32(r->sense + 8), 0); /* command-specific information */
+	assert_int_equal(get32(r->sense + 8), 0); /* command-specific information */
 	assert_int_equal(r->sense[12], 0x1d);
 	assert_int_equal(r->sense[13], 0x00);
 	assert_int_equal(r->sense[15], 0);    /* no field pointer */
@@ -1727,13 +1695,13 @@ static void test_miscompare(void **state)
 
 	scsi_miscompare(r, 0); /* the first byte differs */
 	assert_int_equal(r->sense[0], 0xf0);
-	assert_int_equal(rd32(r->sense + 3), 0);
+	assert_int_equal(get32(r->sense + 3), 0);
 	scsi_miscompare(r, UINT32_MAX);
-	assert_int_equal(rd32(r->sense + 3), UINT32_MAX);
+	assert_int_equal(get32(r->sense + 3), UINT32_MAX);
 	/* a later sense is written afresh: VALID does not stay behind */
 	scsi_error(r, -EIO);
 	assert_int_equal(r->sense[0], 0x70);
-	assert_int_equal(rd32(r->sense + 3), 0);
+	assert_int_equal(get32(r->sense + 3), 0);
 	free(r);
 }
 
@@ -1806,7 +1774,7 @@ static void mode_sense10(uint8_t *c, uint8_t flags, uint8_t pc_page, uint16_t al
 	c[0] = SCSI_MODE_SENSE_10;
 	c[1] = flags;
 	c[2] = pc_page;
-	be16(c + 7, alloc);
+	put16(c + 7, alloc);
 }
 
 static void test_mode_sense_6_caching(void **state)
@@ -1824,8 +1792,8 @@ static void test_mode_sense_6_caching(void **state)
 	assert_int_equal(r->data[2] & 0x10, 0x10);     /* DPOFUA */
 	assert_int_equal(r->data[2] & 0x80, 0);        /* not write protected */
 	assert_int_equal(r->data[3], 8);               /* block descriptor length */
-	assert_int_equal(rd32(r->data + 4) & 0xffffff, 0xffffff & (uint32_t)blocks(&lu));
-	assert_int_equal(rd32(r->data + 8) & 0xffffff, 512);
+	assert_int_equal(get32(r->data + 4) & 0xffffff, 0xffffff & (uint32_t)blocks(&lu));
+	assert_int_equal(get32(r->data + 8) & 0xffffff, 512);
 	assert_int_equal(r->data[12] & 0x3f, 0x08);
 	assert_int_equal(r->data[13], 0x12);
 	assert_int_equal(r->data[14] & 0x04, 0x04); /* WCE */
@@ -1836,7 +1804,7 @@ static void test_mode_sense_6_caching(void **state)
 
 	lu.size = 1ull << 40; /* more blocks than 24 bits: all ones */
 	run(&lu, c, 6, 255, r);
-	assert_int_equal(rd32(r->data + 4) & 0xffffff, 0xffffff);
+	assert_int_equal(get32(r->data + 4) & 0xffffff, 0xffffff);
 
 	mode_sense6(c, 0x08, 0x08, 0, 255); /* DBD */
 	run(&lu, c, 6, 255, r);
@@ -1933,10 +1901,10 @@ static void test_mode_sense_10(void **state)
 	run(&lu, c, 10, 512, r);
 	assert_good(r);
 	assert_int_equal(r->data_len, 8 + 8 + 20);
-	assert_int_equal(rd16(r->data), r->data_len - 2);
+	assert_int_equal(get16(r->data), r->data_len - 2);
 	assert_int_equal(r->data[3] & 0x10, 0x10);
 	assert_int_equal(r->data[4] & 0x01, 0);
-	assert_int_equal(rd16(r->data + 6), 8);
+	assert_int_equal(get16(r->data + 6), 8);
 	assert_int_equal(r->data[16], 0x08);
 
 	mode_sense10(c, 0x10, 0x08, 512); /* LLBAA */
@@ -1944,14 +1912,14 @@ static void test_mode_sense_10(void **state)
 	assert_good(r);
 	assert_int_equal(r->data_len, 8 + 16 + 20);
 	assert_int_equal(r->data[4] & 0x01, 0x01); /* LONGLBA */
-	assert_int_equal(rd16(r->data + 6), 16);
-	assert_int_equal(rd64(r->data + 8), blocks(&lu));
-	assert_int_equal(rd32(r->data + 20), 512);
+	assert_int_equal(get16(r->data + 6), 16);
+	assert_int_equal(get64(r->data + 8), blocks(&lu));
+	assert_int_equal(get32(r->data + 20), 512);
 
 	mode_sense10(c, 0x18, 0x3f, 512); /* LLBAA and DBD: no descriptor */
 	run(&lu, c, 10, 512, r);
 	assert_int_equal(r->data_len, 8 + 44);
-	assert_int_equal(rd16(r->data + 6), 0);
+	assert_int_equal(get16(r->data + 6), 0);
 	assert_int_equal(r->data[4], 0);
 
 	mode_sense10(c, 0, 0x3f, 3);
@@ -1991,7 +1959,7 @@ static void test_mode_select(void **state)
 	assert_int_equal(params(&lu, c, 6, list, n, ext, 4, r), -EINVAL);
 	assert_sense(r, SCSI_KEY_ILLEGAL_REQUEST, SCSI_ASC_INVALID_FIELD_PARAM);
 	assert_int_equal(r->sense[15], 0x80); /* field pointer into the list */
-	assert_int_equal(rd16(r->sense + 16), 12);
+	assert_int_equal(get16(r->sense + 16), 12);
 	list[14] ^= 0x04;
 
 	list[10] = 0x10; /* block length 4096 */
@@ -2030,7 +1998,7 @@ static void test_mode_select(void **state)
 	memset(c, 0, 10);
 	c[0] = SCSI_MODE_SELECT_10;
 	c[1] = 0x10;
-	be16(c + 7, (uint16_t)n);
+	put16(c + 7, (uint16_t)n);
 	run(&lu, c, 10, n, r);
 	assert_true(r->needs_params);
 	assert_int_equal(params(&lu, c, 10, list, n, ext, 4, r), 0);
@@ -2042,17 +2010,17 @@ static void test_mode_select(void **state)
 	 * fuzzer: the block length was read before the length check) */
 	memset(list, 0, 16);
 	list[4] = 0x01; /* LONGLBA */
-	be16(list + 6, 16);
+	put16(list + 6, 16);
 	assert_int_equal(params(&lu, c, 10, list, 9, ext, 4, r), -EINVAL);
 	assert_sense(r, SCSI_KEY_ILLEGAL_REQUEST, SCSI_ASC_INVALID_FIELD_PARAM);
 	/* and when it is there, with our block length: accepted */
-	be64(list + 8, blocks(&lu));
-	be32(list + 20, 512);
-	be16(c + 7, 24);
+	put64(list + 8, blocks(&lu));
+	put32(list + 20, 512);
+	put16(c + 7, 24);
 	assert_int_equal(params(&lu, c, 10, list, 24, ext, 4, r), 0);
-	be32(list + 20, 4096);
+	put32(list + 20, 4096);
 	assert_int_equal(params(&lu, c, 10, list, 24, ext, 4, r), -EINVAL);
-	assert_int_equal(rd16(r->sense + 16), 20);
+	assert_int_equal(get16(r->sense + 16), 20);
 	free(r);
 	free(s);
 }
@@ -2064,7 +2032,7 @@ static void report_luns(uint8_t *c, uint8_t select, uint32_t alloc)
 	memset(c, 0, 12);
 	c[0] = SCSI_REPORT_LUNS;
 	c[2] = select;
-	be32(c + 6, alloc);
+	put32(c + 6, alloc);
 }
 
 static void test_report_luns(void **state)
@@ -2078,7 +2046,7 @@ static void test_report_luns(void **state)
 	run(&lu, c, 12, 4096, r);
 	assert_good(r);
 	assert_int_equal(r->data_len, 16);
-	assert_int_equal(rd32(r->data), 8);
+	assert_int_equal(get32(r->data), 8);
 	for (int i = 4; i < 16; i++)
 		assert_int_equal(r->data[i], 0);
 	report_luns(c, 2, 16);
@@ -2089,11 +2057,11 @@ static void test_report_luns(void **state)
 	run(&lu, c, 12, 16, r);
 	assert_good(r);
 	assert_int_equal(r->data_len, 8);
-	assert_int_equal(rd32(r->data), 0);
+	assert_int_equal(get32(r->data), 0);
 	report_luns(c, 0, 15);
 	run(&lu, c, 12, 15, r);
 	assert_bad_cdb(r);
-	assert_int_equal(rd16(r->sense + 16), 6);
+	assert_int_equal(get16(r->sense + 16), 6);
 	report_luns(c, 0x10, 16);
 	run(&lu, c, 12, 16, r);
 	assert_bad_cdb(r);
@@ -2109,19 +2077,19 @@ static void rsoc(uint8_t *c, uint8_t options, uint8_t op, uint16_t sa, uint32_t 
 	c[1] = SCSI_MI_REPORT_SUPPORTED_OPCODES;
 	c[2] = options;
 	c[3] = op;
-	be16(c + 4, sa);
-	be32(c + 6, alloc);
+	put16(c + 4, sa);
+	put32(c + 6, alloc);
 }
 
 /* Returns the descriptor for op/sa in an all-commands list, or NULL. */
 static const uint8_t *rsoc_find(const struct scsi_req *r, uint8_t op, int sa, uint32_t dsize)
 {
-	uint32_t len = rd32(r->data);
+	uint32_t len = get32(r->data);
 
 	assert_int_equal(len % dsize, 0);
 	for (uint32_t p = 4; p + dsize <= 4 + len && p + dsize <= r->data_len; p += dsize) {
 		const uint8_t *d = r->data + p;
-		if (d[0] == op && (sa < 0 ? !(d[5] & 1) : ((d[5] & 1) && rd16(d + 2) == sa)))
+		if (d[0] == op && (sa < 0 ? !(d[5] & 1) : ((d[5] & 1) && get16(d + 2) == sa)))
 			return d;
 	}
 	return NULL;
@@ -2138,14 +2106,14 @@ static void test_rsoc_all(void **state)
 	rsoc(c, 0, 0, 0, 4096);
 	run(&lu, c, 12, 4096, r);
 	assert_good(r);
-	assert_int_equal(r->data_len, 4 + rd32(r->data));
+	assert_int_equal(r->data_len, 4 + get32(r->data));
 	d = rsoc_find(r, SCSI_READ_16, -1, 8);
 	assert_non_null(d);
-	assert_int_equal(rd16(d + 6), 16);
+	assert_int_equal(get16(d + 6), 16);
 	assert_int_equal(d[5] & 0x02, 0); /* no timeouts descriptor */
 	d = rsoc_find(r, SCSI_SERVICE_ACTION_IN_16, SCSI_SAI_READ_CAPACITY_16, 8);
 	assert_non_null(d);
-	assert_int_equal(rd16(d + 6), 16);
+	assert_int_equal(get16(d + 6), 16);
 	assert_non_null(rsoc_find(r, SCSI_INQUIRY, -1, 8));
 	assert_non_null(rsoc_find(r, SCSI_UNMAP, -1, 8));
 	assert_non_null(rsoc_find(r, SCSI_MAINTENANCE_IN, SCSI_MI_REPORT_SUPPORTED_OPCODES, 8));
@@ -2165,7 +2133,7 @@ static void test_rsoc_all(void **state)
 		for (size_t i = 0; i < sizeof(more) / sizeof(more[0]); i++) {
 			d = rsoc_find(r, more[i].op, -1, 8);
 			assert_non_null(d);
-			assert_int_equal(rd16(d + 6), more[i].len);
+			assert_int_equal(get16(d + 6), more[i].len);
 		}
 	}
 
@@ -2179,7 +2147,7 @@ static void test_rsoc_all(void **state)
 	d = rsoc_find(r, SCSI_WRITE_10, -1, 20);
 	assert_non_null(d);
 	assert_int_equal(d[5] & 0x02, 0x02);
-	assert_int_equal(rd16(d + 8), 0x0a);
+	assert_int_equal(get16(d + 8), 0x0a);
 
 	rsoc(c, 0, 0, 0, 10);
 	run(&lu, c, 12, 4096, r);
@@ -2199,7 +2167,7 @@ static void test_rsoc_one(void **state)
 	run(&lu, c, 12, 512, r);
 	assert_good(r);
 	assert_int_equal(r->data[1] & 0x07, 3); /* supported */
-	assert_int_equal(rd16(r->data + 2), 10);
+	assert_int_equal(get16(r->data + 2), 10);
 	assert_int_equal(r->data_len, 14);
 	assert_int_equal(r->data[4], SCSI_READ_10); /* usage data starts with the opcode */
 	assert_int_equal(r->data[13], 0x04);       /* control byte: NACA examined */
@@ -2208,7 +2176,7 @@ static void test_rsoc_one(void **state)
 	run(&lu, c, 12, 512, r);
 	assert_int_equal(r->data[1], 0x83);
 	assert_int_equal(r->data_len, 4 + 16 + 12);
-	assert_int_equal(rd16(r->data + 20), 0x0a);
+	assert_int_equal(get16(r->data + 20), 0x0a);
 
 	rsoc(c, 1, 0x8c, 0, 512); /* not supported */
 	run(&lu, c, 12, 512, r);
@@ -2221,11 +2189,11 @@ static void test_rsoc_one(void **state)
 	run(&lu, c, 12, 512, r);
 	assert_good(r);
 	assert_int_equal(r->data[1] & 0x07, 3);
-	assert_int_equal(rd16(r->data + 2), 16);
+	assert_int_equal(get16(r->data + 2), 16);
 	assert_int_equal(r->data_len, 20);
 	assert_int_equal(r->data[4], SCSI_COMPARE_AND_WRITE);
 	assert_int_equal(r->data[5], 0xf8); /* WRPROTECT DPO FUA */
-	assert_int_equal(rd64(r->data + 6), UINT64_MAX);
+	assert_int_equal(get64(r->data + 6), UINT64_MAX);
 	assert_int_equal(r->data[14] | r->data[15] | r->data[16], 0);
 	assert_int_equal(r->data[17], 0xff);
 	assert_int_equal(r->data[19], 0x04);
@@ -2233,23 +2201,23 @@ static void test_rsoc_one(void **state)
 	rsoc(c, 1, SCSI_VERIFY_12, 0, 512);
 	run(&lu, c, 12, 512, r);
 	assert_int_equal(r->data[1] & 0x07, 3);
-	assert_int_equal(rd16(r->data + 2), 12);
+	assert_int_equal(get16(r->data + 2), 12);
 	assert_int_equal(r->data[5], 0xf6);
 	rsoc(c, 1, SCSI_WRITE_VERIFY_16, 0, 512);
 	run(&lu, c, 12, 512, r);
-	assert_int_equal(rd16(r->data + 2), 16);
+	assert_int_equal(get16(r->data + 2), 16);
 	assert_int_equal(r->data[5], 0xf2);
 	rsoc(c, 1, SCSI_READ_DEFECT_DATA_10, 0, 512);
 	run(&lu, c, 12, 512, r);
-	assert_int_equal(rd16(r->data + 2), 10);
+	assert_int_equal(get16(r->data + 2), 10);
 	assert_int_equal(r->data[6], 0x1f); /* REQ_PLIST REQ_GLIST format */
-	assert_int_equal(rd16(r->data + 11), 0xffff); /* allocation length */
+	assert_int_equal(get16(r->data + 11), 0xffff); /* allocation length */
 	rsoc(c, 3, SCSI_READ_DEFECT_DATA_12, 0, 512);
 	run(&lu, c, 12, 512, r);
 	assert_int_equal(r->data[1] & 0x07, 3);
-	assert_int_equal(rd16(r->data + 2), 12);
+	assert_int_equal(get16(r->data + 2), 12);
 	assert_int_equal(r->data[5], 0x1f);
-	assert_int_equal(rd32(r->data + 10), UINT32_MAX);
+	assert_int_equal(get32(r->data + 10), UINT32_MAX);
 
 	rsoc(c, 1, SCSI_SERVICE_ACTION_IN_16, 0, 512); /* has service actions */
 	run(&lu, c, 12, 512, r);
@@ -2259,7 +2227,7 @@ static void test_rsoc_one(void **state)
 	run(&lu, c, 12, 512, r);
 	assert_good(r);
 	assert_int_equal(r->data[1] & 0x07, 3);
-	assert_int_equal(rd16(r->data + 2), 16);
+	assert_int_equal(get16(r->data + 2), 16);
 	assert_int_equal(r->data[4], SCSI_SERVICE_ACTION_IN_16);
 	assert_int_equal(r->data[5], SCSI_SAI_READ_CAPACITY_16);
 
@@ -2305,7 +2273,7 @@ static void test_rsoc_matches_exec(void **state)
 	run(&lu, c, 12, 4096, r);
 	for (uint32_t p = 4; p < r->data_len; p += 8) {
 		const uint8_t *d = r->data + p;
-		uint16_t len = rd16(d + 6);
+		uint16_t len = get16(d + 6);
 
 		memset(c, 0, sizeof(c));
 		c[0] = d[0];
@@ -2326,11 +2294,11 @@ static void test_rsoc_matches_exec(void **state)
 static uint32_t unmap_list(uint8_t *l, const uint64_t *lba, const uint32_t *n, unsigned k)
 {
 	memset(l, 0, 8 + 16 * k);
-	be16(l, (uint16_t)(6 + 16 * k));
-	be16(l + 2, (uint16_t)(16 * k));
+	put16(l, (uint16_t)(6 + 16 * k));
+	put16(l + 2, (uint16_t)(16 * k));
 	for (unsigned i = 0; i < k; i++) {
-		be64(l + 8 + 16 * i, lba[i]);
-		be32(l + 16 + 16 * i, n[i]);
+		put64(l + 8 + 16 * i, lba[i]);
+		put32(l + 16 + 16 * i, n[i]);
 	}
 	return 8 + 16 * k;
 }
@@ -2423,17 +2391,17 @@ static void test_unmap_bad(void **state)
 	assert_int_equal(params(&lu, c, 10, l, 7, ext, 4, r), -EINVAL);
 	assert_sense(r, SCSI_KEY_ILLEGAL_REQUEST, SCSI_ASC_PARAM_LIST_LENGTH);
 	/* unmap data length beyond the data: ignored, the descriptors are there */
-	be16(l, 200);
+	put16(l, 200);
 	assert_int_equal(params(&lu, c, 10, l, ll, ext, 4, r), 3);
-	be16(l, (uint16_t)(ll - 2));
+	put16(l, (uint16_t)(ll - 2));
 	/* a trailing partial descriptor is ignored */
-	be16(l + 2, 16 * 2 + 8);
+	put16(l + 2, 16 * 2 + 8);
 	assert_int_equal(params(&lu, c, 10, l, ll, ext, 4, r), 2);
 	/* more data than the CDB announced: the rest is ignored */
 	cdb10(c, SCSI_UNMAP, 0, 0, 24);
-	be16(l + 2, 48);
+	put16(l + 2, 48);
 	assert_int_equal(params(&lu, c, 10, l, ll, ext, 4, r), -EINVAL);
-	be16(l + 2, 16);
+	put16(l + 2, 16);
 	assert_int_equal(params(&lu, c, 10, l, ll, ext, 4, r), 1);
 	/* NULL data */
 	assert_int_equal(scsi_params(&lu, c, 10, NULL, 24, ext, 4, r), -EINVAL);
@@ -2450,12 +2418,12 @@ static void test_unmap_max_descriptors(void **state)
 	uint8_t c[10];
 	(void)state;
 
-	be16(l + 2, 16 * SCSI_UNMAP_MAX_DESC);
+	put16(l + 2, 16 * SCSI_UNMAP_MAX_DESC);
 	for (unsigned i = 0; i < SCSI_UNMAP_MAX_DESC; i++) {
-		be64(l + 8 + 16 * i, 2 * i);
-		be32(l + 16 + 16 * i, 1);
+		put64(l + 8 + 16 * i, 2 * i);
+		put32(l + 16 + 16 * i, 1);
 	}
-	be16(l, SCSI_UNMAP_MAX_LIST - 2);
+	put16(l, SCSI_UNMAP_MAX_LIST - 2);
 	cdb10(c, SCSI_UNMAP, 0, 0, SCSI_UNMAP_MAX_LIST);
 	assert_int_equal(params(&lu, c, 10, l, SCSI_UNMAP_MAX_LIST, ext, SCSI_UNMAP_MAX_DESC + 1,
 				r),
@@ -2649,7 +2617,7 @@ static void test_write_same_zero_blocks(void **state)
 	cdb16(c, SCSI_WRITE_SAME_16, 0, 0, 0);
 	run(&lu, c, 16, 512, r);
 	assert_bad_cdb(r);
-	assert_int_equal(rd16(r->sense + 16), 10);
+	assert_int_equal(get16(r->sense + 16), 10);
 	cdb16(c, SCSI_WRITE_SAME_16, 0, blocks(&lu) - SCSI_WRITE_SAME_MAX_BLOCKS, 0);
 	run(&lu, c, 16, 512, r);
 	assert_int_equal(r->kind, SCSI_IO);
@@ -2672,7 +2640,7 @@ static void test_write_same_bad(void **state)
 	lu.size = 4 * GIB; /* the limit, not the capacity, refuses it */
 	run(&lu, c, 16, 512, r);
 	assert_bad_cdb(r);
-	assert_int_equal(rd16(r->sense + 16), 10);
+	assert_int_equal(get16(r->sense + 16), 10);
 	lu.size = GIB;
 	cdb16(c, SCSI_WRITE_SAME_16, 0, blocks(&lu) - 1, 2);
 	run(&lu, c, 16, 512, r);

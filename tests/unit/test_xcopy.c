@@ -6,6 +6,7 @@
  * exact-size heap buffers so that ASan (make SAN=1) catches an overread. */
 #include "unit.h"
 
+#include "../../src/common/be.h"
 #include "../../src/scsi/scsi.h"
 #include "../../src/scsi/xcopy.h"
 
@@ -31,36 +32,6 @@ static struct scsi_lu lu_make(void)
 static uint64_t blocks(const struct scsi_lu *lu)
 {
 	return lu->size / lu->block;
-}
-
-/* ---- byte helpers ---- */
-
-static void be16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)(v >> 8);
-	p[1] = (uint8_t)v;
-}
-
-static void be32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (24 - 8 * i));
-}
-
-static void be64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (56 - 8 * i));
-}
-
-static uint16_t rd16(const uint8_t *p)
-{
-	return (uint16_t)(p[0] << 8 | p[1]);
-}
-
-static uint32_t rd32(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
 /* ---- requests and checks ---- */
@@ -96,7 +67,7 @@ static void assert_field(const struct scsi_req *r, bool cdb, unsigned byte)
 	assert_sense(r, SCSI_KEY_ILLEGAL_REQUEST,
 		     cdb ? SCSI_ASC_INVALID_FIELD_CDB : SCSI_ASC_INVALID_FIELD_PARAM);
 	assert_int_equal(r->sense[15], cdb ? 0xc0 : 0x80);
-	assert_int_equal(rd16(r->sense + 16), byte);
+	assert_int_equal(get16(r->sense + 16), byte);
 }
 
 static void assert_aborted(const struct scsi_req *r, int asc)
@@ -113,7 +84,7 @@ static void xcopy_cdb(uint8_t *c, uint32_t plen)
 {
 	memset(c, 0, 16);
 	c[0] = SCSI_EXTENDED_COPY;
-	be32(c + 10, plen);
+	put32(c + 10, plen);
 }
 
 static void rcr_cdb(uint8_t *c, uint8_t sa, uint8_t list_id, uint32_t alloc)
@@ -122,7 +93,7 @@ static void rcr_cdb(uint8_t *c, uint8_t sa, uint8_t list_id, uint32_t alloc)
 	c[0] = SCSI_RECEIVE_COPY_RESULTS;
 	c[1] = sa;
 	c[2] = list_id;
-	be32(c + 10, alloc);
+	put32(c + 10, alloc);
 }
 
 /* ---- parameter lists, built like libiscsi's populate_* helpers ---- */
@@ -174,12 +145,12 @@ static uint8_t *xl_seg_b2b(struct xl *x, uint16_t si, uint16_t di, uint16_t nblk
 	uint8_t *d = x->b + 16 + x->t + x->s;
 
 	d[0] = XCOPY_SEG_B2B;
-	be16(d + 2, 0x18);
-	be16(d + 4, si);
-	be16(d + 6, di);
-	be16(d + 10, nblk);
-	be64(d + 12, src);
-	be64(d + 20, dst);
+	put16(d + 2, 0x18);
+	put16(d + 4, si);
+	put16(d + 6, di);
+	put16(d + 10, nblk);
+	put64(d + 12, src);
+	put64(d + 20, dst);
 	x->s += 28;
 	return d;
 }
@@ -190,12 +161,12 @@ static uint8_t *xl_seg_b2b_off(struct xl *x, uint16_t si, uint16_t di, uint32_t 
 	uint8_t *d = x->b + 16 + x->t + x->s;
 
 	d[0] = XCOPY_SEG_B2B_OFF;
-	be16(d + 2, 0x1c);
-	be16(d + 4, si);
-	be16(d + 6, di);
-	be32(d + 8, bytes);
-	be64(d + 12, src);
-	be64(d + 20, dst);
+	put16(d + 2, 0x1c);
+	put16(d + 4, si);
+	put16(d + 6, di);
+	put32(d + 8, bytes);
+	put64(d + 12, src);
+	put64(d + 20, dst);
 	x->s += 32;
 	return d;
 }
@@ -206,7 +177,7 @@ static uint8_t *xl_seg_raw(struct xl *x, uint8_t type, uint32_t len)
 	uint8_t *d = x->b + 16 + x->t + x->s;
 
 	d[0] = type;
-	be16(d + 2, (uint16_t)(len - 4));
+	put16(d + 2, (uint16_t)(len - 4));
 	x->s += len;
 	return d;
 }
@@ -217,9 +188,9 @@ static uint32_t xl_hdr(struct xl *x, uint8_t list_id, uint8_t usage)
 {
 	x->b[0] = list_id;
 	x->b[1] = (uint8_t)((usage & 3) << 3);
-	be16(x->b + 2, (uint16_t)x->t);
-	be32(x->b + 8, x->s);
-	be32(x->b + 12, 0);
+	put16(x->b + 2, (uint16_t)x->t);
+	put32(x->b + 8, x->s);
+	put32(x->b + 12, 0);
 	return 16 + x->t + x->s;
 }
 
@@ -532,18 +503,18 @@ static void test_param_list_length(void **state)
 	assert_int_equal(parse(&lu, &x, len + 40, seg, r), 1);
 
 	/* header lengths that do not fit, whatever their size */
-	be16(x.b + 2, 0xffff);
+	put16(x.b + 2, 0xffff);
 	assert_int_equal(parse(&lu, &x, len, seg, r), -1);
 	assert_illegal(r, SCSI_ASC_PARAM_LIST_LENGTH);
-	be16(x.b + 2, 32);
-	be32(x.b + 8, UINT32_MAX);
+	put16(x.b + 2, 32);
+	put32(x.b + 8, UINT32_MAX);
 	assert_int_equal(parse(&lu, &x, len, seg, r), -1);
 	assert_illegal(r, SCSI_ASC_PARAM_LIST_LENGTH);
-	be32(x.b + 8, UINT32_MAX - 31); /* tdll + sdll wraps 32 bits */
+	put32(x.b + 8, UINT32_MAX - 31); /* tdll + sdll wraps 32 bits */
 	assert_int_equal(parse(&lu, &x, len, seg, r), -1);
 	assert_illegal(r, SCSI_ASC_PARAM_LIST_LENGTH);
-	be32(x.b + 8, 28);
-	be32(x.b + 12, UINT32_MAX - 60); /* inline data length wraps */
+	put32(x.b + 8, 28);
+	put32(x.b + 12, UINT32_MAX - 60); /* inline data length wraps */
 	assert_int_equal(parse(&lu, &x, len, seg, r), -1);
 	assert_illegal(r, SCSI_ASC_PARAM_LIST_LENGTH);
 	free(r);
@@ -563,9 +534,9 @@ static void test_descr_limits(void **state)
 
 	results(&lu, XCOPY_RCR_OP_PARAMS, 0, 1024, NULL, r);
 	assert_good(r);
-	max_tgt = rd16(r->data + 8);
-	max_seg = rd16(r->data + 10);
-	max_list = rd32(r->data + 12);
+	max_tgt = get16(r->data + 8);
+	max_seg = get16(r->data + 10);
+	max_list = get32(r->data + 12);
 	assert_int_equal(max_tgt, XCOPY_MAX_TGT_DESC);
 	assert_int_equal(max_seg, XCOPY_MAX_SEG_DESC);
 	assert_int_equal(max_list, XCOPY_MAX_DESC_LIST);
@@ -696,30 +667,30 @@ static void test_descr_lengths(void **state)
 
 	/* a target list that cuts its last descriptor */
 	len = simple_list(&x, &lu, 1, 0, 1, 1, 0);
-	be16(x.b + 2, 31);
-	be32(x.b + 8, 29);
+	put16(x.b + 2, 31);
+	put32(x.b + 8, 29);
 	assert_int_equal(parse(&lu, &x, len, seg, r), -1);
 	assert_field(r, false, 2);
 	xl_init(&x);
 	xl_tgt_id(&x, lu.naa, lu.block);
 	xl_tgt_id(&x, lu.naa, lu.block);
 	len = xl_hdr(&x, 1, 0);
-	be16(x.b + 2, 63);
+	put16(x.b + 2, 63);
 	assert_int_equal(parse(&lu, &x, len, seg, r), -1);
 	assert_field(r, false, 2);
 	/* where the cut leaves a segment descriptor, its code is no target's */
 	len = simple_list(&x, &lu, 1, 0, 1, 1, 0);
-	be16(x.b + 2, 60);
-	be32(x.b + 8, 0);
+	put16(x.b + 2, 60);
+	put32(x.b + 8, 0);
 	assert_int_equal(parse(&lu, &x, len, seg, r), -1);
 	assert_illegal(r, XCOPY_ASC_UNSUPP_TGT);
 
 	/* a segment list that cuts a descriptor or its header */
 	len = simple_list(&x, &lu, 1, 0, 1, 1, 0);
-	be32(x.b + 8, 27);
+	put32(x.b + 8, 27);
 	assert_int_equal(parse(&lu, &x, len, seg, r), -1);
 	assert_field(r, false, 8);
-	be32(x.b + 8, 3);
+	put32(x.b + 8, 3);
 	assert_int_equal(parse(&lu, &x, len, seg, r), -1);
 	assert_field(r, false, 8);
 	assert_int_equal(parse(&lu, &x, 16 + 32 + 3, seg, r), -1); /* at the very end */
@@ -729,7 +700,7 @@ static void test_descr_lengths(void **state)
 	xl_init(&x);
 	xl_tgt_id(&x, lu.naa, lu.block);
 	d = xl_seg_b2b(&x, 0, 0, 1, 0, 1);
-	be16(d + 2, 0x1c);
+	put16(d + 2, 0x1c);
 	x.s += 4;
 	len = xl_hdr(&x, 1, 0);
 	assert_int_equal(parse(&lu, &x, len, seg, r), -1);
@@ -737,7 +708,7 @@ static void test_descr_lengths(void **state)
 	xl_init(&x);
 	xl_tgt_id(&x, lu.naa, lu.block);
 	d = xl_seg_b2b_off(&x, 0, 0, 512, 0, 1);
-	be16(d + 2, 0x18);
+	put16(d + 2, 0x18);
 	x.s -= 4;
 	len = xl_hdr(&x, 1, 0);
 	assert_int_equal(parse(&lu, &x, len, seg, r), -1);
@@ -763,7 +734,7 @@ static void test_tgt_descr(void **state)
 		xl_init(&x);
 		d = xl_tgt_id(&x, lu.naa, lu.block);
 		d[1] = (uint8_t)(b1 << 5);
-		be16(d + 2, 0x1234);
+		put16(d + 2, 0x1234);
 		d[28] = 0x04; /* PAD */
 		xl_seg_b2b(&x, 0, 0, 2048, 0, nb - 2048);
 		len = xl_hdr(&x, 1, 0);
@@ -933,18 +904,18 @@ static void test_seg_descr(void **state)
 	d = xl_seg_b2b_off(&x, 0, 0, 4096, 0, 8);
 	len = xl_hdr(&x, 1, 0);
 	assert_int_equal(parse(&lu, &x, len, seg, r), 1);
-	be16(d + 28, 1);
+	put16(d + 28, 1);
 	assert_int_equal(parse(&lu, &x, len, seg, r), -1);
 	assert_field(r, false, 16 + 32 + 28);
-	be16(d + 28, 0);
-	be16(d + 30, 512);
+	put16(d + 28, 0);
+	put16(d + 30, 512);
 	assert_int_equal(parse(&lu, &x, len, seg, r), -1);
 	assert_field(r, false, 16 + 32 + 30);
-	be16(d + 30, 0);
-	be32(d + 8, 4096 + 512);
+	put16(d + 30, 0);
+	put32(d + 8, 4096 + 512);
 	assert_int_equal(parse(&lu, &x, len, seg, r), -1);
 	assert_field(r, false, 16 + 32 + 8);
-	be32(d + 8, UINT32_MAX);
+	put32(d + 8, UINT32_MAX);
 	assert_int_equal(parse(&lu, &x, len, seg, r), -1);
 	assert_field(r, false, 16 + 32 + 8);
 
@@ -1018,16 +989,16 @@ static void test_op_params(void **state)
 	results(&lu, XCOPY_RCR_OP_PARAMS, 0, 1024, NULL, r);
 	assert_good(r);
 	assert_int_equal(r->data_len, 47);
-	assert_int_equal(rd32(d), 43);      /* AVAILABLE DATA (libiscsi needs >= 40) */
+	assert_int_equal(get32(d), 43);      /* AVAILABLE DATA (libiscsi needs >= 40) */
 	assert_int_equal(d[4], 0x01);       /* SNLID */
-	assert_int_equal(rd16(d + 8), 2);   /* MAXIMUM TARGET DESCRIPTOR COUNT */
-	assert_int_equal(rd16(d + 10), 8);  /* MAXIMUM SEGMENT DESCRIPTOR COUNT */
-	assert_int_equal(rd32(d + 12), 1024); /* MAXIMUM DESCRIPTOR LIST LENGTH */
-	assert_int_equal(rd32(d + 16), 16u << 20); /* MAXIMUM SEGMENT LENGTH */
-	assert_int_equal(rd32(d + 20), 0);  /* MAXIMUM INLINE DATA LENGTH */
-	assert_int_equal(rd32(d + 24), 0);  /* HELD DATA LIMIT */
-	assert_int_equal(rd32(d + 28), 0);  /* MAXIMUM STREAM DEVICE TRANSFER SIZE */
-	assert_int_equal(rd16(d + 34), 1);  /* TOTAL CONCURRENT COPIES */
+	assert_int_equal(get16(d + 8), 2);   /* MAXIMUM TARGET DESCRIPTOR COUNT */
+	assert_int_equal(get16(d + 10), 8);  /* MAXIMUM SEGMENT DESCRIPTOR COUNT */
+	assert_int_equal(get32(d + 12), 1024); /* MAXIMUM DESCRIPTOR LIST LENGTH */
+	assert_int_equal(get32(d + 16), 16u << 20); /* MAXIMUM SEGMENT LENGTH */
+	assert_int_equal(get32(d + 20), 0);  /* MAXIMUM INLINE DATA LENGTH */
+	assert_int_equal(get32(d + 24), 0);  /* HELD DATA LIMIT */
+	assert_int_equal(get32(d + 28), 0);  /* MAXIMUM STREAM DEVICE TRANSFER SIZE */
+	assert_int_equal(get16(d + 34), 1);  /* TOTAL CONCURRENT COPIES */
 	assert_int_equal(d[36], 1);         /* MAXIMUM CONCURRENT COPIES */
 	assert_int_equal(d[37], 9);         /* DATA SEGMENT GRANULARITY: 512 */
 	assert_int_equal(d[38], 0);
@@ -1054,7 +1025,7 @@ static void test_op_params(void **state)
 	results(&lu, XCOPY_RCR_OP_PARAMS, 0, 10, NULL, r);
 	assert_good(r);
 	assert_int_equal(r->data_len, 10);
-	assert_int_equal(rd32(d), 43);
+	assert_int_equal(get32(d), 43);
 	results(&lu, XCOPY_RCR_OP_PARAMS, 0, 0, NULL, r);
 	assert_good(r);
 	assert_int_equal(r->data_len, 0);
@@ -1082,11 +1053,11 @@ static void test_copy_status(void **state)
 	results(&lu, XCOPY_RCR_COPY_STATUS, 1, 1024, &st, r);
 	assert_good(r);
 	assert_int_equal(r->data_len, 12);
-	assert_int_equal(rd32(d), 8); /* AVAILABLE DATA: libiscsi needs >= 8 */
+	assert_int_equal(get32(d), 8); /* AVAILABLE DATA: libiscsi needs >= 8 */
 	assert_int_equal(d[4], 0x01); /* HDD 0, completed without errors */
-	assert_int_equal(rd16(d + 5), 1);
+	assert_int_equal(get16(d + 5), 1);
 	assert_int_equal(d[7], 0);    /* bytes */
-	assert_int_equal(rd32(d + 8), 2048 * 512);
+	assert_int_equal(get32(d + 8), 2048 * 512);
 	/* another list identifier */
 	results(&lu, XCOPY_RCR_COPY_STATUS, 2, 1024, &st, r);
 	assert_field(r, true, 2);
@@ -1100,22 +1071,22 @@ static void test_copy_status(void **state)
 	st.bytes = 0;
 	results(&lu, XCOPY_RCR_COPY_STATUS, 1, 1024, &st, r);
 	assert_int_equal(d[4], 0x00); /* in progress */
-	assert_int_equal(rd16(d + 5), 0xabcd);
-	assert_int_equal(rd32(d + 8), 0);
+	assert_int_equal(get16(d + 5), 0xabcd);
+	assert_int_equal(get32(d + 8), 0);
 
 	/* counts beyond 32 bits move to larger units */
 	st.bytes = UINT32_MAX;
 	results(&lu, XCOPY_RCR_COPY_STATUS, 1, 1024, &st, r);
 	assert_int_equal(d[7], 0);
-	assert_int_equal(rd32(d + 8), UINT32_MAX);
+	assert_int_equal(get32(d + 8), UINT32_MAX);
 	st.bytes = 1ull << 32;
 	results(&lu, XCOPY_RCR_COPY_STATUS, 1, 1024, &st, r);
 	assert_int_equal(d[7], 1); /* KiB */
-	assert_int_equal(rd32(d + 8), 1u << 22);
+	assert_int_equal(get32(d + 8), 1u << 22);
 	st.bytes = UINT64_MAX;
 	results(&lu, XCOPY_RCR_COPY_STATUS, 1, 1024, &st, r);
 	assert_int_equal(d[7], 4); /* TiB */
-	assert_int_equal(rd32(d + 8), (1u << 24) - 1);
+	assert_int_equal(get32(d + 8), (1u << 24) - 1);
 
 	/* cut to the allocation length; a status without the LU ready */
 	lu.ready = false;
@@ -1191,7 +1162,7 @@ static void test_flow(void **state)
 	results(&lu, XCOPY_RCR_COPY_STATUS, 1, 1024, &held, r);
 	assert_good(r);
 	assert_int_equal(r->data[4], 0x01);
-	assert_int_equal(rd32(r->data + 8), 2048 * 512);
+	assert_int_equal(get32(r->data + 8), 2048 * 512);
 	free(r);
 }
 
