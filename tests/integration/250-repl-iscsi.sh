@@ -64,119 +64,41 @@ done
 
 lun() { echo "iscsi://127.0.0.1:${ISCP[$1]}/$IQN/0"; }
 
-# ---- the raw initiator ----
-# python3 $T/probe.py PORT IQN MODE [EXPECT_FILE LBA]
+# ---- the raw initiator (tests/integration/iscsi_initiator.py) ----
+# python3 $T/probe.py PORT IQN MODE [EXPECT_FILE LBA [ISID]]
 #   standby: INQUIRY, REPORT LUNS, READ CAPACITY 16 GOOD; REQUEST SENSE
 #            reports NOT READY 04/0B; TEST UNIT READY, READ 10/16, WRITE 10
 #            (one block of 0xA5 at LBA, immediate data), SYNCHRONIZE CACHE
 #            10/16 get CHECK CONDITION NOT READY 04/0B.
 #   active:  the same commands are GOOD, except that no WRITE is sent; READ 10
 #            of 16 blocks at LBA returns what EXPECT_FILE holds there.
+#   pr-set:  REGISTER a key, RESERVE WRITE EXCLUSIVE; then as pr-other without
+#            the WRITE. pr-other: READ KEYS and READ RESERVATION show them; a
+#            WRITE at LBA gets RESERVATION CONFLICT, a READ is GOOD.
+#   pr-holder: the holder's WRITE at LBA is GOOD; RELEASE, unregister.
+#   pr-clear: no registration and no reservation remain.
 cat >"$T/probe.py" <<'PY'
-import socket, struct, sys
+import struct, sys
+import iscsi_initiator as ini
+from iscsi_initiator import Session, die, sense_key as keyq
 
 port, iqn, mode = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-isid_last = int(sys.argv[6]) if len(sys.argv) > 6 else 1
-KEY = 0x54414e44454d3031  # "TANDEM01"
 expect = sys.argv[4] if len(sys.argv) > 4 else None
 lba = int(sys.argv[5]) if len(sys.argv) > 5 else 0
+isid_last = int(sys.argv[6]) if len(sys.argv) > 6 else 1
+KEY = 0x54414e44454d3031  # "TANDEM01"
 SIZE = 64 << 20
+ini.NAME = "probe (%s on port %d)" % (mode, port)
 
-def die(msg):
-    print("probe (%s on port %d): %s" % (mode, port, msg), file=sys.stderr)
-    sys.exit(1)
-
-s = socket.create_connection(("127.0.0.1", port), timeout=10)
-
-def recv_exact(n):
-    b = b""
-    while len(b) < n:
-        d = s.recv(n - len(b))
-        if not d:
-            die("connection closed by the target")
-        b += d
-    return b
-
-def recv_pdu():
-    h = recv_exact(48)
-    ahs = h[4] * 4
-    dsl = int.from_bytes(h[5:8], "big")
-    recv_exact(ahs)
-    d = recv_exact((dsl + 3) & ~3)[:dsl]
-    return h[0] & 0x3f, h, d
-
-def send_pdu(bhs, data=b""):
-    bhs[5:8] = len(data).to_bytes(3, "big")
-    s.sendall(bytes(bhs) + data + b"\0" * (-len(data) % 4))
-
-# login: operational stage straight to full feature phase
-keys = ["InitiatorName=iqn.2026-12.test:probe", "TargetName=" + iqn, "SessionType=Normal",
-        "HeaderDigest=None", "DataDigest=None", "ImmediateData=Yes", "InitialR2T=Yes",
-        "MaxRecvDataSegmentLength=262144"]
-bhs = bytearray(48)
-bhs[0] = 0x43                      # immediate, login request
-bhs[1] = 0x80 | (1 << 2) | 3       # T, CSG operational, NSG full feature
-bhs[8:14] = bytes([0x80, 0, 0, 0x25, 0x0b, isid_last])   # ISID
-struct.pack_into(">IHHII", bhs, 16, 1, 0, 0, 1, 0)  # ITT, CID, rsvd, CmdSN, ExpStatSN
-send_pdu(bhs, ("\0".join(keys) + "\0").encode())
-op, h, d = recv_pdu()
-if op != 0x23:
-    die("login: opcode 0x%02x in answer" % op)
-if h[36] or h[37]:
-    die("login refused: status class %d detail %d" % (h[36], h[37]))
-if (h[1] & 0x83) != 0x83:
-    die("login did not reach the full feature phase (flags 0x%02x)" % h[1])
-statsn = struct.unpack_from(">I", h, 24)[0] + 1
-cmdsn, itt = 1, 100
+sess = Session(port, iqn, isid=isid_last)
+if sess.login_status != (0, 0):
+    die("login refused: status class %d detail %d" % sess.login_status)
 
 def cmd(cdb, edtl=0, read=False, data=b""):
-    global cmdsn, itt, statsn
-    itt += 1
-    bhs = bytearray(48)
-    bhs[0] = 0x01
-    bhs[1] = 0x80 | (0x40 if read else 0) | (0x20 if data else 0) | 1   # F, R, W, simple
-    struct.pack_into(">IIII", bhs, 16, itt, edtl, cmdsn, statsn)
-    bhs[32:32 + len(cdb)] = cdb
-    cmdsn += 1
-    send_pdu(bhs, data)
-    buf = b""
-    while True:
-        op, h, d = recv_pdu()
-        if op == 0x20:  # NOP-In: answer a ping of the target
-            ttt = struct.unpack_from(">I", h, 20)[0]
-            if ttt != 0xffffffff:
-                n = bytearray(48)
-                n[0] = 0x40; n[1] = 0x80
-                struct.pack_into(">IIII", n, 16, 0xffffffff, ttt, cmdsn, statsn)
-                send_pdu(n)
-            continue
-        if op in (0x31, 0x3f):
-            die("unexpected %s for CDB %s" % ("R2T" if op == 0x31 else "Reject", cdb.hex()))
-        if struct.unpack_from(">I", h, 16)[0] != itt:
-            die("answer for another task tag")
-        if op == 0x25:  # Data-In, possibly with status
-            off = struct.unpack_from(">I", h, 40)[0]
-            if off != len(buf):
-                die("Data-In out of order")
-            buf += d
-            if h[1] & 0x01:
-                statsn = struct.unpack_from(">I", h, 24)[0] + 1
-                return h[3], buf, b""
-            continue
-        if op == 0x21:  # SCSI Response
-            if h[2]:
-                die("iSCSI response 0x%02x for CDB %s" % (h[2], cdb.hex()))
-            statsn = struct.unpack_from(">I", h, 24)[0] + 1
-            sense = b""
-            if len(d) >= 2:
-                sense = d[2:2 + struct.unpack_from(">H", d, 0)[0]]
-            return h[3], buf, sense
-        die("unexpected opcode 0x%02x" % op)
-
-def keyq(sense):
-    if len(sense) < 14:
-        return None
-    return sense[2] & 0x0f, sense[12], sense[13]
+    st, buf, sense, rejects = sess.cmd(cdb, edtl, read, data)
+    if rejects:
+        die("Reject for CDB %s" % cdb.hex())
+    return st, buf, sense
 
 NOT_READY = (2, 0x04, 0x0b)
 res = []
@@ -288,14 +210,7 @@ else:
     good("SYNCHRONIZE CACHE 10", sc10)
     good("SYNCHRONIZE CACHE 16", sc16)
 
-# logout
-bhs = bytearray(48)
-bhs[0] = 0x46; bhs[1] = 0x80
-struct.pack_into(">IIII", bhs, 16, 1, 0, cmdsn, statsn)
-send_pdu(bhs)
-op, h, d = recv_pdu()
-if op != 0x26 or h[2]:
-    die("logout: opcode 0x%02x response %d" % (op, h[2]))
+sess.logout()
 print("; ".join(res))
 PY
 
@@ -309,7 +224,7 @@ standby()
 		fail "discovery on $n ($what) failed: $(cat "$T/ls.out")"
 	grep -q "Target:$IQN Portal:127.0.0.1:${ISCP[$n]},1" "$T/ls.out" ||
 		fail "discovery on $n ($what) does not list $IQN: $(cat "$T/ls.out")"
-	python3 "$T/probe.py" "${ISCP[$n]}" "$IQN" standby "" 4096 >"$T/probe.out" ||
+	PYTHONPATH=$_root/tests/integration python3 "$T/probe.py" "${ISCP[$n]}" "$IQN" standby "" 4096 >"$T/probe.out" ||
 		fail "$n ($what) does not refuse medium access as a standby port should"
 	log "$n ($what): $(cat "$T/probe.out")"
 	if qemu-io -f raw -c 'read 0 4k' "$(lun "$n")" >"$T/qio.out" 2>&1; then
@@ -327,7 +242,7 @@ standby()
 # expect.img holds at LBA.
 active()
 {
-	python3 "$T/probe.py" "${ISCP[$1]}" "$IQN" active "$T/expect.img" "$2" >"$T/probe.out" ||
+	PYTHONPATH=$_root/tests/integration python3 "$T/probe.py" "${ISCP[$1]}" "$IQN" active "$T/expect.img" "$2" >"$T/probe.out" ||
 		fail "$1 (primary) does not serve its LUN"
 	log "$1 (primary): $(cat "$T/probe.out")"
 }
@@ -415,7 +330,7 @@ done
 roles secondary primary
 
 # 5. Persistent reservations across a switchover (b -> a).
-pr() { python3 "$T/probe.py" "${ISCP[$1]}" "$IQN" "$2" "" 100 "$3" >"$T/probe.out" ||
+pr() { PYTHONPATH=$_root/tests/integration python3 "$T/probe.py" "${ISCP[$1]}" "$IQN" "$2" "" 100 "$3" >"$T/probe.out" ||
 	fail "$1: reservations ($2, ISID $3) not as expected"; log "$1 $2 (ISID $3): $(cat "$T/probe.out")"; }
 pr b pr-set 1
 ctl_on b wait-sync vol0 --timeout 30 || fail "b: wait-sync failed after the reservation"

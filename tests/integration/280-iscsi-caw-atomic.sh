@@ -26,95 +26,29 @@ start_node
 IQN=iqn.2026-11.org.tandem:it.vol0
 
 cat >"$T/caw.py" <<'PY'
-import socket, struct, sys, threading, subprocess, os
+import struct, subprocess, sys
+import iscsi_initiator as ini
+from iscsi_initiator import Session, die, sense_key
 
+ini.NAME = "caw probe"
 port, iqn, mode, nbd = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 BLK, LBA = 512, 777
+KEYS = ["InitiatorName=iqn.2026-12.test:caw", "InitialR2T=No", "FirstBurstLength=65536",
+        "MaxRecvDataSegmentLength=65536"]
 
-def die(msg):
-    print("caw probe: " + msg, file=sys.stderr)
-    os._exit(1)
+def read_block(s):
+    st, data, _, _ = s.cmd(bytes([0x28, 0]) + struct.pack(">I", LBA) + bytes([0, 0, 1, 0]), BLK, read=True)
+    if st != 0:
+        die("READ: status 0x%02x" % st)
+    return data
 
-class Sess:
-    def __init__(self, isid):
-        self.s = socket.create_connection(("127.0.0.1", port), timeout=20)
-        keys = ["InitiatorName=iqn.2026-12.test:caw", "TargetName=" + iqn, "SessionType=Normal",
-                "HeaderDigest=None", "DataDigest=None", "ImmediateData=Yes",
-                "InitialR2T=No", "FirstBurstLength=65536", "MaxRecvDataSegmentLength=65536"]
-        bhs = bytearray(48)
-        bhs[0] = 0x43
-        bhs[1] = 0x80 | (1 << 2) | 3
-        bhs[8:14] = bytes([0x80, 0, 0, 0x28, 0x0e, isid])
-        struct.pack_into(">IHHII", bhs, 16, 1, 0, 0, 1, 0)
-        self.send(bhs, ("\0".join(keys) + "\0").encode())
-        op, h, d = self.recv()
-        if op != 0x23 or h[36]:
-            die("login failed")
-        self.statsn = struct.unpack_from(">I", h, 24)[0] + 1
-        self.cmdsn, self.itt = 1, 100
+def write_cdb():
+    return bytes([0x2a, 0]) + struct.pack(">I", LBA) + bytes([0, 0, 1, 0])
 
-    def exact(self, n):
-        b = b""
-        while len(b) < n:
-            d = self.s.recv(n - len(b))
-            if not d:
-                die("connection closed")
-            b += d
-        return b
-
-    def recv(self):
-        h = self.exact(48)
-        dsl = int.from_bytes(h[5:8], "big")
-        d = self.exact((dsl + 3) & ~3)[:dsl] if dsl else b""
-        return h[0] & 0x3f, h, d
-
-    def send(self, bhs, data=b""):
-        bhs[5:8] = len(data).to_bytes(3, "big")
-        self.s.sendall(bytes(bhs) + data + b"\0" * (-len(data) % 4))
-
-    def submit(self, cdb, edtl=0, read=False, data=b""):
-        self.itt += 1
-        bhs = bytearray(48)
-        bhs[0] = 0x01
-        bhs[1] = 0x80 | (0x40 if read else 0) | (0x20 if data else 0) | 1
-        struct.pack_into(">IIII", bhs, 16, self.itt, edtl, self.cmdsn, self.statsn)
-        bhs[32:32 + len(cdb)] = cdb
-        self.cmdsn += 1
-        self.send(bhs, data)
-        return self.itt
-
-    def collect(self, n):
-        """n answers: {itt: (status, data, sense)}"""
-        out, bufs = {}, {}
-        while len(out) < n:
-            op, h, d = self.recv()
-            itt = struct.unpack_from(">I", h, 16)[0]
-            if op == 0x20:
-                continue
-            if op == 0x25:
-                bufs[itt] = bufs.get(itt, b"") + d
-                if h[1] & 0x01:
-                    out[itt] = (h[3], bufs.pop(itt), b"")
-                continue
-            if op == 0x21:
-                sense = d[2:2 + struct.unpack_from(">H", d, 0)[0]] if len(d) >= 2 else b""
-                out[itt] = (h[3], bufs.pop(itt, b""), sense)
-                continue
-            die("unexpected opcode 0x%02x" % op)
-        return out
-
-    def read_block(self):
-        itt = self.submit(bytes([0x28, 0]) + struct.pack(">I", LBA) + bytes([0, 0, 1, 0]), BLK, read=True)
-        st, data, _ = self.collect(1)[itt]
-        if st != 0:
-            die("READ: status 0x%02x" % st)
-        return data
-
-    def write_block(self, content):
-        itt = self.submit(bytes([0x2a, 0]) + struct.pack(">I", LBA) + bytes([0, 0, 1, 0]), BLK, data=content)
-        st, _, _s = self.collect(1)[itt]
-        if st != 0:
-            die("WRITE: status 0x%02x sense %s" % (st, _s.hex()))
+def write_block(s, content):
+    st, _, sense, _ = s.cmd(write_cdb(), BLK, data=content)
+    if st != 0:
+        die("WRITE: status 0x%02x sense %s" % (st, sense.hex()))
 
 def caw_cdb():
     return bytes([0x89, 0]) + struct.pack(">Q", LBA) + bytes([0, 0, 0, 1, 0, 0])
@@ -124,13 +58,13 @@ def content(tag, i):
     return (unit * (BLK // len(unit) + 1))[:BLK]
 
 def miscompare(st, sense):
-    return st == 0x02 and len(sense) >= 14 and (sense[2] & 0x0f) == 0x0e and sense[12] == 0x1d
+    return st == 0x02 and sense_key(sense) == (0x0e, 0x1d, 0x00)
 
-s1, s2 = Sess(1), Sess(2)
+s1, s2 = Session(port, iqn, isid=1, keys=KEYS), Session(port, iqn, isid=2, keys=KEYS)
 if mode == "race":
     for rnd in range(10):
         a = content(b"BASE", rnd)
-        s1.write_block(a)
+        write_block(s1, a)
         itts = {}
         for i in range(32):
             for who, s in ((b"S1", s1), (b"S2", s2)):
@@ -140,18 +74,18 @@ if mode == "race":
         for s in (s1, s2):
             for itt, r in s.collect(32).items():
                 got[(s, itt)] = r
-        wins = [k for k, (st, _, _) in got.items() if st == 0]
-        bad = [k for k, (st, _, sense) in got.items() if st != 0 and not miscompare(st, sense)]
+        wins = [k for k, (st, _, _, _) in got.items() if st == 0]
+        bad = [k for k, (st, _, sense, _) in got.items() if st != 0 and not miscompare(st, sense)]
         if bad:
             die("round %d: %d CAWs failed other than by MISCOMPARE" % (rnd, len(bad)))
         if len(wins) != 1:
             die("round %d: %d of 64 COMPARE AND WRITEs succeeded against the same content (1 expected)" % (rnd, len(wins)))
-        if s2.read_block() != itts[wins[0]]:
+        if read_block(s2) != itts[wins[0]]:
             die("round %d: the block does not hold the winner's content" % rnd)
     print("10 rounds of 64 racing COMPARE AND WRITEs from 2 sessions: exactly 1 success each, the rest MISCOMPARE")
 else:
     chain = [content(b"CHAIN", i) for i in range(65)]
-    s1.write_block(chain[0])
+    write_block(s1, chain[0])
     # plain writes of other content, from session 2 between the CAWs and from
     # NBD at the same time
     plain = [content(b"PLAIN", i) for i in range(4)]
@@ -163,24 +97,24 @@ else:
     for i in range(64):
         itts.append(s1.submit(caw_cdb(), 2 * BLK, data=chain[i] + chain[i + 1]))
         if i % 16 == 8:
-            s2.submit(bytes([0x2a, 0]) + struct.pack(">I", LBA) + bytes([0, 0, 1, 0]), BLK, data=plain[i // 16])
+            s2.submit(write_cdb(), BLK, data=plain[i // 16])
         if i == 40:
             p = subprocess.Popen(args, stdout=subprocess.DEVNULL)
     r2 = s2.collect(4)
-    if any(st != 0 for st, _, _ in r2.values()):
+    if any(r[0] != 0 for r in r2.values()):
         die("plain WRITEs failed")
     if p.wait() != 0:
         die("qemu-io writes over NBD failed")
     res = s1.collect(64)
     ok = [res[itt][0] == 0 for itt in itts]
     for itt in itts:
-        st, _, sense = res[itt]
+        st, _, sense, _ = res[itt]
         if st != 0 and not miscompare(st, sense):
             die("a CAW failed other than by MISCOMPARE")
     k = ok.index(False) if False in ok else 64
     if any(ok[k:]):
         die("a CAW succeeded after the chain was broken: %s" % "".join("1" if x else "0" for x in ok))
-    final = s1.read_block()
+    final = read_block(s1)
     if final not in plain + [b"\x4e" * BLK] + chain:
         die("the block holds a mixture")
     if final in chain and final != chain[k]:
@@ -189,7 +123,7 @@ else:
 PY
 
 for mode in race chain; do
-	python3 "$T/caw.py" "$ISCSI_PORT" "$IQN" "$mode" "$NBD_URI" >"$T/caw.out" 2>&1 ||
+	PYTHONPATH=$_root/tests/integration python3 "$T/caw.py" "$ISCSI_PORT" "$IQN" "$mode" "$NBD_URI" >"$T/caw.out" 2>&1 ||
 		fail "COMPARE AND WRITE atomicity ($mode): $(cat "$T/caw.out")"
 	log "$(cat "$T/caw.out")"
 done
