@@ -11,6 +11,7 @@
 void iscsi_params_default(struct iscsi_params *p)
 {
 	/* RFC 7143 defaults, for keys an initiator does not send */
+	memset(p, 0, sizeof(*p)); /* digests None */
 	p->mrdsl_initiator = 8192;
 	p->max_burst = 262144;
 	p->first_burst = 65536;

@@ -3,7 +3,7 @@
 # identical; change one byte locally and compare must see the difference.
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
-need qemu-img
+need qemu-img python3
 
 export VOL_SIZE=32M
 write_config "$T/c.ini"
@@ -19,8 +19,10 @@ qemu-io -f raw "$NBD_URI" -c "write -P 0xee 9M 6M" >/dev/null || fail "qemu-io p
 qemu-img convert -n -f raw -O raw "$T/img.raw" "$NBD_URI" || fail "qemu-img convert failed"
 qemu-img compare -f raw -F raw "$T/img.raw" "$NBD_URI" || fail "qemu-img compare: image and volume differ"
 
-# One byte changed locally: compare must now report a difference (exit 1).
-printf '\xa5' | dd of="$T/img.raw" bs=1 seek=$((20 * 1024 * 1024 + 77)) conv=notrunc status=none
+# One byte changed locally (inverted: a fixed value could be there already, the
+# data is random): compare must now report a difference (exit 1).
+python3 -c 'import sys; f = open(sys.argv[1], "r+b"); f.seek(int(sys.argv[2])); b = f.read(1)[0]; f.seek(int(sys.argv[2])); f.write(bytes([b ^ 0xff]))' \
+	"$T/img.raw" $((20 * 1024 * 1024 + 77))
 rc=0
 qemu-img compare -f raw -F raw "$T/img.raw" "$NBD_URI" >"$T/cmp.out" 2>&1 || rc=$?
 [ "$rc" -eq 1 ] || fail "qemu-img compare after a local change exited $rc, expected 1: $(cat "$T/cmp.out")"
