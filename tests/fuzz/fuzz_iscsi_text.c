@@ -63,13 +63,37 @@ static int is(const char *a, const char *b)
 	return strcmp(a, b) == 0;
 }
 
+/* The first element of the comma-separated list val that is None or CRC32C,
+ * or NULL (computed here independently of iscsi_text.c). */
+static const char *first_digest(const char *val)
+{
+	const char *p = val;
+
+	for (;;) {
+		const char *e = strchr(p, ',');
+		size_t n = e ? (size_t)(e - p) : strlen(p);
+		if (n == 4 && strncmp(p, "None", 4) == 0)
+			return "None";
+		if (n == 6 && strncmp(p, "CRC32C", 6) == 0)
+			return "CRC32C";
+		if (!e)
+			return NULL;
+		p = e + 1;
+	}
+}
+
 static void check_answer(const struct iscsi_params *p, const char *key, const char *val,
 			 const char *resp)
 {
 	char num[16];
 
 	if (is(key, "HeaderDigest") || is(key, "DataDigest")) {
-		CHECK(is(resp, "None"));
+		/* the first of the list that we support, and the flag agrees */
+		const char *want = first_digest(val);
+		bool on = is(key, "HeaderDigest") ? p->header_digest : p->data_digest;
+		CHECK(is(resp, want ? want : "Reject"));
+		if (want)
+			CHECK(on == is(want, "CRC32C"));
 	} else if (is(key, "MaxConnections") || is(key, "MaxOutstandingR2T")) {
 		CHECK(is(resp, "1"));
 	} else if (is(key, "InitialR2T")) {

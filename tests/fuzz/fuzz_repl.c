@@ -61,6 +61,7 @@ static size_t fixed_size(uint16_t type)
 	case REPL_RS_START:
 	case REPL_SET_GEN: return sizeof(struct repl_gen);
 	case REPL_BITMAP_END:
+	case REPL_META:
 	case REPL_ERROR: return 0;
 	default: abort(); /* an unknown type was accepted */
 	}
@@ -119,6 +120,9 @@ static void check_fields(const struct repl_msg *m, const uint8_t *body, uint32_t
 		break;
 	}
 	case REPL_BITMAP_END: CHECK(m->len == 0); break;
+	case REPL_META:
+		CHECK(m->var == body && m->var_len == m->len && m->len <= REPL_MAX_META);
+		break;
 	case REPL_ERROR:
 		CHECK(m->var == body && m->var_len == m->len);
 		CHECK(m->len >= 1 && m->len <= REPL_MAX_ERROR);
@@ -187,6 +191,10 @@ static size_t reencode(const struct repl_msg *m, uint8_t *out)
 			repl_put_word(out + n, repl_bitmap_word(m, i));
 		return n;
 	case REPL_BITMAP_END: return repl_enc_empty(out, REPL_BITMAP_END);
+	case REPL_META:
+		n = repl_enc_meta_hdr(out, m->var_len);
+		memcpy(out + n, m->var, m->var_len);
+		return n + m->var_len;
 	case REPL_ERROR: {
 		char text[REPL_MAX_ERROR + 1];
 		memcpy(text, m->var, m->var_len);
