@@ -7,7 +7,8 @@
  * Layout of the metadata file:
  *   [0, 4096)          superblock slot 0
  *   [4096, 8192)       superblock slot 1
- *   [8192, 960 KiB)    activity log: one bit per 64 bits of the change bitmap
+ *   [8192, 960 KiB)    activity log (so at most 952 KiB * 8 * 64 regions of the
+ *                      change bitmap): one bit per 64 bits of the change bitmap
  *                      (an "extent" of 64 regions), set before a write to the
  *                      extent is issued and cleared lazily once the extent is
  *                      idle and its change bits are on disk. After a crash,

@@ -129,6 +129,7 @@ struct task {
 	uint32_t r2t_end;     /* the R2T outstanding asks for data up to here */
 	uint32_t r2tsn, datasn;
 	uint32_t dout_sn;     /* DataSN the next Data-Out of this sequence carries */
+	int dout_err;         /* a data PDU was refused: the command fails with this */
 	unsigned refs;
 	struct scsi_req req;
 	struct scsi_extent *ext; /* UNMAP: extents still to run */
@@ -1006,6 +1007,8 @@ static void xop_read_done(struct vol_io *io, int res)
 		scsi_done(q, SCSI_GOOD);
 		return xop_finish(t, 0);
 	}
+	if (t->aborted) /* answered already: nothing may change any more */
+		return xop_finish(t, -ECANCELED);
 	if (q->xop == SCSI_XOP_CAW) /* the write half, from an aligned buffer */
 		memcpy(t->cmp, t->buf + len, len);
 	io->type = BS_WRITE;
@@ -1021,6 +1024,8 @@ static void xop_locked(struct vol_lock *lk)
 	struct task *t = container_of(lk, struct task, lock);
 	struct vol_io *io = &t->io;
 
+	if (t->aborted)
+		return xop_finish(t, -ECANCELED);
 	io->type = BS_READ;
 	io->flags = 0;
 	io->off = t->req.off;
@@ -1065,6 +1070,8 @@ static void pattern_done(struct vol_io *io, int res)
 {
 	struct task *t = container_of(io, struct task, io);
 
+	if (!res && t->aborted)
+		res = -ECANCELED;
 	if (res || t->pat_done >= t->ext[0].len) {
 		if (!res)
 			scsi_done(&t->req, SCSI_GOOD);
@@ -1141,6 +1148,8 @@ static int ilu_pr_save(struct ilu *u)
 	r = vol_meta_set(u->vol, buf, (size_t)n);
 	if (!r)
 		u->pr_version = u->vol->meta_version;
+	else
+		u->pr_loaded = false; /* back to what is stored: the change did not happen */
 	return r;
 }
 
@@ -1213,7 +1222,9 @@ static void xcopy_wrote(struct vol_io *io, int res)
 		t->xdone = 0;
 		xs->segments_processed++;
 	}
-	if (t->xseg >= t->nxseg || t->aborted)
+	if (t->aborted)
+		return xcopy_end(t, -ECANCELED); /* the status records it as failed */
+	if (t->xseg >= t->nxseg)
 		return xcopy_end(t, 0);
 	xcopy_next(t);
 }
@@ -1725,6 +1736,27 @@ static void data_done(struct net_conn *nc, int err)
 /* A data segment whose digest does not match: RFC 7143 11.7 Reject (data
  * digest error); a command's data is lost, so the command fails (ABORTED
  * COMMAND, 47/05); other PDUs are dropped. */
+/* A data PDU of t was refused (wrong DataSN, bad data digest): nothing of the
+ * command is written, and it fails with err (the first one) once the
+ * initiator has sent the rest of the data it was asked for, as RFC 7143
+ * 11.17.1 wants; its later data is dropped. final: that PDU ended its
+ * sequence (F bit); unsolicited: it was unsolicited data. */
+static void task_dout_fail(struct task *t, int err, bool final, bool unsolicited)
+{
+	if (!t->dout_err)
+		t->dout_err = err;
+	if (final && unsolicited)
+		t->unsol_open = false;
+	else if (final)
+		t->r2t_out = false;
+	if (t->unsol_open || t->r2t_out)
+		return; /* more is on its way */
+	scsi_error(&t->req, t->dout_err);
+	send_status(t, t->req.status, t->req.sense, t->req.sense_len, 0);
+	t->aborted = true;
+	task_release(t);
+}
+
 static void data_digest_failed(struct iconn *c)
 {
 	struct task *t = c->rx_task;
@@ -1737,12 +1769,9 @@ static void data_digest_failed(struct iconn *c)
 	c->seg = NULL;
 	if (!t)
 		return;
-	if (!t->aborted && t->owned) {
-		scsi_error(&t->req, -EBADMSG);
-		send_status(t, t->req.status, t->req.sense, t->req.sense_len, 0);
-		t->aborted = true;
-		task_release(t);
-	}
+	if (!t->aborted && t->owned)
+		task_dout_fail(t, -EBADMSG, c->h.opcode == ISCSI_OP_DATA_OUT && (c->h.flags & ISCSI_F_FINAL),
+			       c->h.opcode == ISCSI_OP_SCSI_CMD || c->h.w20 == ISCSI_RESERVED_TAG);
 	task_put(t); /* the receive's reference */
 }
 
@@ -1801,15 +1830,13 @@ static struct task *data_out_target(struct iconn *c, const struct iscsi_bhs *h)
 		log_debug("iscsi: Data-Out for a task that takes none (%08x) dropped", h->itt);
 		return NULL;
 	}
-	if (h->w36 != t->dout_sn) {
+	if (t->dout_err || h->w36 != t->dout_sn) {
 		/* The command fails (ABORTED COMMAND, DATA PHASE ERROR), nothing of
 		 * it is written; the rest of its data is dropped; the session stays. */
-		log_debug("iscsi: Data-Out with DataSN %u, %u expected: command failed", h->w36,
-			  t->dout_sn);
-		scsi_error(&t->req, -EPROTO);
-		send_status(t, t->req.status, t->req.sense, t->req.sense_len, 0);
-		t->aborted = true;
-		task_release(t);
+		if (!t->dout_err)
+			log_debug("iscsi: Data-Out with DataSN %u, %u expected: command failed",
+				  h->w36, t->dout_sn);
+		task_dout_fail(t, -EPROTO, h->flags & ISCSI_F_FINAL, h->w20 == ISCSI_RESERVED_TAG);
 		return NULL;
 	}
 	t->dout_sn++;
@@ -1860,6 +1887,12 @@ static void on_rx(struct net_conn *nc)
 		}
 		if (avail < ISCSI_BHS_LEN + (c->hd ? 4u : 0u))
 			return;
+		if (c->hd && crc32c(0, net_rx_peek(nc), ISCSI_BHS_LEN) !=
+				     get_le32(net_rx_peek(nc) + ISCSI_BHS_LEN)) {
+			/* nothing in the header can be trusted, not even its length */
+			conn_kill(c, "header digest error");
+			return;
+		}
 		max_dsl = c->st == CS_LOGIN ? ISCSI_TEXT_MAX : ISCSI_TGT_MRDSL;
 		if (iscsi_bhs_decode(net_rx_peek(nc), 0, max_dsl, h)) {
 			if (c->st == CS_FULL && (net_rx_peek(nc)[0] & ISCSI_OP_MASK) < 0x20 &&
@@ -1871,12 +1904,6 @@ static void on_rx(struct net_conn *nc)
 				continue;
 			}
 			conn_kill(c, "malformed PDU header");
-			return;
-		}
-		if (c->hd && crc32c(0, net_rx_peek(nc), ISCSI_BHS_LEN) !=
-				     get_le32(net_rx_peek(nc) + ISCSI_BHS_LEN)) {
-			/* nothing in the header can be trusted, not even its length */
-			conn_kill(c, "header digest error");
 			return;
 		}
 		memcpy(c->raw, net_rx_peek(nc), ISCSI_BHS_LEN);

@@ -307,8 +307,8 @@ static void meta_send(struct repl *r, struct rconn *c)
 	struct rmsg *m;
 	size_t n;
 
-	if (r->v->role != VOL_PRIMARY || !conn_usable(c) || !(c->features & REPL_FEAT_META) ||
-	    (!r->v->meta_len && !r->v->meta_version))
+	/* always, even empty: the peer may hold attributes this primary dropped */
+	if (r->v->role != VOL_PRIMARY || !conn_usable(c) || !(c->features & REPL_FEAT_META))
 		return;
 	m = rmsg_new(32 + r->v->meta_len);
 	if (!m) {
@@ -2060,8 +2060,10 @@ static int handle_msg(struct rconn *c, const uint8_t *body)
 		set_rs(r, RR_SYNCTARGET);
 		return 0;
 	case REPL_META:
-		if (!(c->features & REPL_FEAT_META) || r->v->role == VOL_PRIMARY) {
-			conn_fail(c, "unexpected volume attributes from %s", c->peer_node);
+		/* stored whatever our role: one sent by the peer while it was still
+		 * primary may arrive after a switchover made this node primary */
+		if (!(c->features & REPL_FEAT_META)) {
+			conn_fail(c, "volume attributes from %s without the feature", c->peer_node);
 			return -1;
 		}
 		if (vol_meta_store(r->v, m->var, m->var_len))
@@ -2474,6 +2476,18 @@ int repl_new(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned se
 	}
 	rc = bm_open(ev, v->md->fd, TANDEM_MD_AL_OFFSET, TANDEM_MD_META_OFFSET - TANDEM_MD_AL_OFFSET,
 		     m->bm_offset, v->size, m->bm_granularity, !v->md->created, v->crashed, &r->bm);
+	if (rc == -ENOSPC) {
+		/* the activity log has 952 KiB: one bit per 64 regions */
+		snprintf(err, errlen,
+			 "volume %s: too large for bitmap-granularity %u: at most %llu bytes "
+			 "(the activity log holds %llu regions); choose a larger granularity",
+			 v->name, m->bm_granularity,
+			 (unsigned long long)(TANDEM_MD_META_OFFSET - TANDEM_MD_AL_OFFSET) * 512ull *
+				 m->bm_granularity,
+			 (unsigned long long)(TANDEM_MD_META_OFFSET - TANDEM_MD_AL_OFFSET) * 512ull);
+		free(r);
+		return rc;
+	}
 	if (rc) {
 		snprintf(err, errlen, "volume %s: change bitmap: %s", v->name, strerror(-rc));
 		free(r);

@@ -131,6 +131,13 @@ static void locks_grant(struct vol *v)
 				break;
 			ok = !overlaps(w->off, w->len, lk->off, lk->len);
 		}
+		/* and for writes parked before it (no lock stream starves them) */
+		list_for_each_safe(p2, t2, &v->parked) {
+			struct vol_io *w = container_of(p2, struct vol_io, vlink);
+			if (!ok)
+				break;
+			ok = w->ticket > lk->ticket || !overlaps(w->off, w->len, lk->off, lk->len);
+		}
 		if (ok) {
 			lk->granted = true;
 			lk->granted_cb(lk);

@@ -24,7 +24,7 @@
 #define MIB (1024ull * 1024)
 #define GIB (1024ull * MIB)
 #define AL_OFF ((uint64_t)TANDEM_MD_AL_OFFSET)
-#define AL_BYTES ((uint64_t)TANDEM_MD_BITMAP_OFFSET - TANDEM_MD_AL_OFFSET)
+#define AL_BYTES ((uint64_t)TANDEM_MD_META_OFFSET - TANDEM_MD_AL_OFFSET)
 #define BM_OFF ((uint64_t)TANDEM_MD_BITMAP_OFFSET)
 /* A pass that only runs deferred work (a flush with nothing to write wakes its
  * waiters there) still sleeps for its timeout afterwards: keep it short. */
