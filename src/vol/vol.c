@@ -292,6 +292,7 @@ void vol_submit(struct vol *v, struct vol_io *io)
 static void submit(struct vol *v, struct vol_io *io, uint64_t again)
 {
 	io->vol = v;
+	io->tracked = false; /* before any early completion reads it */
 	v->inflight++;
 	if (v->role != VOL_PRIMARY || v->demoting) {
 		fail_async(v, io, -EROFS);
@@ -305,7 +306,6 @@ static void submit(struct vol *v, struct vol_io *io, uint64_t again)
 		fail_async(v, io, -EINVAL);
 		return;
 	}
-	io->tracked = false;
 	if (modifies(io)) { /* always tracked: a lock must see every write in flight */
 		io->tracked = true;
 		/* a write parked before keeps its ticket; a new one is the newest */
