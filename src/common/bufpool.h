@@ -1,7 +1,8 @@
 /* A pool of page-aligned buffers in power-of-two size classes (4 KiB to
  * 1 MiB), so that the data path does not pay an allocation (often an mmap,
  * page faults and an munmap) per request. Buffers above the largest class
- * are allocated and freed directly. Bounded: at most `cap` bytes are cached.
+ * are allocated and freed directly. Bounded: at most `cap` bytes of buffer
+ * length are cached (a 1 MiB buffer takes 2 MiB: alloc_aligned()).
  * Owns: the cached buffers. Not thread-safe (one event loop). */
 #ifndef TANDEM_BUFPOOL_H
 #define TANDEM_BUFPOOL_H

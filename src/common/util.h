@@ -23,7 +23,8 @@ void format_size(uint64_t v, char *buf, size_t len);
 
 uint64_t now_ns(void); /* CLOCK_MONOTONIC */
 
-/* Page-aligned buffer suitable for O_DIRECT; free with free(). */
+/* Page-aligned buffer suitable for O_DIRECT; free with free(). From 1 MiB up
+ * it takes whole 2 MiB huge pages where the kernel has them (util.c). */
 void *alloc_aligned(size_t len);
 
 #endif
