@@ -3,8 +3,9 @@
 # discovery lists the volume's target; INQUIRY (standard, VPD 0x80 and 0x83
 # with the NAA identifier) and READ CAPACITY 16 answer; qemu-img converts a
 # random image onto the LUN and compares it (and the same bytes read back over
-# NBD); garbage and a command before login are dropped while the target keeps
-# serving.
+# NBD); garbage, a command before login, a command beyond the CmdSN window
+# (Reject), an oversized data segment and a cut BHS are refused or dropped
+# while the target keeps serving.
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 need qemu-img iscsi-ls iscsi-inq iscsi-readcapacity16 python3
@@ -77,6 +78,43 @@ bhs[32] = 0x28                               # READ(10)
 assert dropped(bytes(bhs)), "command before login: connection not dropped"
 bhs = bytearray(48); bhs[0] = 0x03; bhs[5:8] = b"\xff\xff\xff"   # login, 16M data
 assert dropped(bytes(bhs)), "login with a huge data segment: connection not dropped"
+PY
+# in a session: a command beyond the CmdSN window gets a Reject (protocol
+# error) and is not run; a data segment beyond MaxRecvDataSegmentLength ends
+# the connection; a connection closed in the middle of a BHS leaves no trace
+PYTHONPATH=$_root/tests/integration python3 - "$ISCSI_PORT" "$IQN" <<'PY' || fail "hostile input in a session"
+import socket, struct, sys
+import iscsi_initiator as ini
+from iscsi_initiator import Session, die
+ini.NAME = "hostile session"
+port, iqn = int(sys.argv[1]), sys.argv[2]
+s = Session(port, iqn, isid=3, initiator="iqn.2026-12.test:hostile")
+if s.login_status != (0, 0):
+    die("login refused")
+s.cmdsn += 100000                      # far beyond MaxCmdSN
+itt = s.submit(bytes(6))               # TEST UNIT READY
+op, h, _ = s.recv()
+if op != 0x3f or h[2] != 0x04:
+    die("a command beyond the CmdSN window: opcode 0x%02x reason %d, expected Reject 4" % (op, h[2]))
+s.cmdsn -= 100001                      # back in the window: the session goes on
+st, _, _, _ = s.cmd(bytes(6))
+if st != 0:
+    die("TEST UNIT READY after the Reject: status 0x%02x" % st)
+bhs = bytearray(48)
+bhs[0] = 0x01; bhs[1] = 0xa1
+struct.pack_into(">IIII", bhs, 16, 999, 1 << 24, s.cmdsn, s.statsn)
+bhs[32] = 0x2a
+bhs[5:8] = (1 << 24 - 1).to_bytes(3, "big")   # 8 MiB of immediate data announced
+s.s.sendall(bytes(bhs))
+try:
+    while s.recv():
+        pass
+except (EOFError, ConnectionResetError):
+    pass
+t = socket.create_connection(("127.0.0.1", port), timeout=5)
+t.sendall(bytes(20))                   # part of a BHS, then gone
+t.close()
+print("CmdSN beyond the window: Reject, session goes on; oversized segment: dropped; cut BHS: nothing")
 PY
 iscsi-inq -i iqn.2026-12.test:init "$LUN_URL" >/dev/null 2>&1 || fail "target stopped serving after hostile input"
 
