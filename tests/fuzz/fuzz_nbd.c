@@ -15,19 +15,6 @@
 
 #include "fuzz.h"
 
-static uint64_t take(const uint8_t **p, size_t *n, unsigned bytes)
-{
-	uint64_t v = 0;
-	for (unsigned i = 0; i < bytes; i++) {
-		v = v << 8 | (*n ? **p : 0);
-		if (*n) {
-			(*p)++;
-			(*n)--;
-		}
-	}
-	return v;
-}
-
 static int wire_error(uint32_t e)
 {
 	return e == 0 || e == NBD_EPERM || e == NBD_EIO || e == NBD_ENOMEM || e == NBD_EINVAL ||
@@ -52,11 +39,11 @@ static void request(const uint8_t *p, size_t n)
 	CHECK(memcmp(raw, again, sizeof(raw)) == 0);
 
 	memset(&e, 0, sizeof(e));
-	e.size = take(&p, &n, 8);
-	e.min_block = (uint32_t)take(&p, &n, 4);
-	e.max_payload = (uint32_t)take(&p, &n, 4);
-	e.tflags = (uint16_t)take(&p, &n, 2);
-	m = take(&p, &n, 1);
+	e.size = fuzz_take(&p, &n, 8);
+	e.min_block = (uint32_t)fuzz_take(&p, &n, 4);
+	e.max_payload = (uint32_t)fuzz_take(&p, &n, 4);
+	e.tflags = (uint16_t)fuzz_take(&p, &n, 2);
+	m = fuzz_take(&p, &n, 1);
 	e.structured = m & 1;
 	e.meta_allocation = (m >> 1) & 1;
 
@@ -141,7 +128,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case 3: {
 		const uint8_t *p = data + 1;
 		size_t n = size - 1;
-		CHECK(wire_error(nbd_errno_to_wire((int)(uint32_t)take(&p, &n, 4))));
+		CHECK(wire_error(nbd_errno_to_wire((int)(uint32_t)fuzz_take(&p, &n, 4))));
 		break;
 	}
 	}

@@ -42,16 +42,7 @@ struct in {
 
 static uint64_t take(struct in *in, unsigned bytes)
 {
-	uint64_t v = 0;
-
-	for (unsigned i = 0; i < bytes; i++) {
-		v = v << 8 | (in->n ? *in->p : 0);
-		if (in->n) {
-			in->p++;
-			in->n--;
-		}
-	}
-	return v;
+	return fuzz_take(&in->p, &in->n, bytes);
 }
 
 static uint32_t be32(const uint8_t *p)

@@ -32,19 +32,6 @@
 
 #include "fuzz.h"
 
-static uint64_t take(const uint8_t **p, size_t *n, unsigned bytes)
-{
-	uint64_t v = 0;
-	for (unsigned i = 0; i < bytes; i++) {
-		v = v << 8 | (*n ? **p : 0);
-		if (*n) {
-			(*p)++;
-			(*n)--;
-		}
-	}
-	return v;
-}
-
 static uint64_t be(const uint8_t *p, unsigned bytes)
 {
 	uint64_t v = 0;
@@ -184,11 +171,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (size < 18)
 		return 0;
-	flags = (uint8_t)take(&p, &n, 1);
-	lu.size = take(&p, &n, 8);
-	lu.max_xfer_blocks = (uint32_t)take(&p, &n, 4);
-	xfer = (uint32_t)take(&p, &n, 4);
-	cdb_len = (uint32_t)take(&p, &n, 1) % 33;
+	flags = (uint8_t)fuzz_take(&p, &n, 1);
+	lu.size = fuzz_take(&p, &n, 8);
+	lu.max_xfer_blocks = (uint32_t)fuzz_take(&p, &n, 4);
+	xfer = (uint32_t)fuzz_take(&p, &n, 4);
+	cdb_len = (uint32_t)fuzz_take(&p, &n, 1) % 33;
 	lu.block = blocks[flags & 3];
 	lu.ready = flags & 0x04;
 	lu.thin = flags & 0x08;
@@ -211,7 +198,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(cdb, p, cdb_len);
 	p += cdb_len;
 	n -= cdb_len;
-	max = (unsigned)take(&p, &n, 1);
+	max = (unsigned)fuzz_take(&p, &n, 1);
 	list_len = (uint32_t)n;
 	list = malloc(list_len ? list_len : 1);
 	CHECK(list);

@@ -30,23 +30,10 @@
 
 #include "fuzz.h"
 
-static uint64_t take(const uint8_t **p, size_t *n, unsigned bytes)
-{
-	uint64_t v = 0;
-	for (unsigned i = 0; i < bytes; i++) {
-		v = v << 8 | (*n ? **p : 0);
-		if (*n) {
-			(*p)++;
-			(*n)--;
-		}
-	}
-	return v;
-}
-
 static void takev(const uint8_t **p, size_t *n, uint8_t *to, size_t len)
 {
 	for (size_t i = 0; i < len; i++)
-		to[i] = (uint8_t)take(p, n, 1);
+		to[i] = (uint8_t)fuzz_take(p, n, 1);
 }
 
 static uint32_t be(const uint8_t *p, unsigned bytes)
@@ -96,9 +83,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (size < 10)
 		return 0;
-	flags = (uint8_t)take(&p, &n, 1);
-	lu.size = take(&p, &n, 8);
-	max = (unsigned)take(&p, &n, 1) % (XCOPY_MAX_SEG_DESC + 3);
+	flags = (uint8_t)fuzz_take(&p, &n, 1);
+	lu.size = fuzz_take(&p, &n, 8);
+	max = (unsigned)fuzz_take(&p, &n, 1) % (XCOPY_MAX_SEG_DESC + 3);
 	lu.block = blocks[flags & 3];
 	lu.ready = flags & 0x04;
 	lu.vendor = "TANDEM";
@@ -112,13 +99,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	CHECK(cdb && rcr && r && seg);
 	takev(&p, &n, cdb, 16);
 	takev(&p, &n, rcr, 16);
-	held = (uint8_t)take(&p, &n, 1);
+	held = (uint8_t)fuzz_take(&p, &n, 1);
 	st.valid = flags & 0x80;
 	st.done = held & 1;
 	st.failed = held & 2;
-	st.list_id = (uint8_t)take(&p, &n, 1);
-	st.segments_processed = (uint16_t)take(&p, &n, 2);
-	st.bytes = take(&p, &n, 8);
+	st.list_id = (uint8_t)fuzz_take(&p, &n, 1);
+	st.segments_processed = (uint16_t)fuzz_take(&p, &n, 2);
+	st.bytes = fuzz_take(&p, &n, 8);
 	list_len = (uint32_t)n;
 	list = malloc(list_len ? list_len : 1);
 	CHECK(list);

@@ -9,6 +9,7 @@
 
 #include "../../src/common/be.h"
 #include "../../src/scsi/scsi.h"
+#include "scsi_unit.h"
 
 #define GIB (1ull << 30)
 
@@ -40,14 +41,6 @@ static uint64_t blocks(const struct scsi_lu *lu)
 }
 
 /* ---- helpers ---- */
-
-static struct scsi_req *req_new(void)
-{
-	struct scsi_req *r = malloc(sizeof(*r));
-	assert_non_null(r);
-	memset(r, 0xa5, sizeof(*r)); /* nothing may rely on a zeroed request */
-	return r;
-}
 
 static void run(const struct scsi_lu *lu, const uint8_t *cdb, uint32_t len, uint32_t xfer,
 		struct scsi_req *r)
@@ -86,23 +79,6 @@ static int params(const struct scsi_lu *lu, const uint8_t *cdb, uint32_t cdb_len
 	if (n == 0)
 		assert_int_equal(r->status, SCSI_GOOD);
 	return n;
-}
-
-static void assert_good(const struct scsi_req *r)
-{
-	assert_int_equal(r->kind, SCSI_DONE);
-	assert_int_equal(r->status, SCSI_GOOD);
-	assert_int_equal(r->sense_len, 0);
-}
-
-static void assert_sense(const struct scsi_req *r, int key, int asc)
-{
-	assert_int_equal(r->kind, SCSI_DONE);
-	assert_int_equal(r->status, SCSI_CHECK_CONDITION);
-	assert_int_equal(r->sense_len, 18);
-	assert_int_equal(r->data_len, 0);
-	assert_int_equal(scsi_sense_key(r->sense, r->sense_len), key);
-	assert_int_equal(scsi_sense_asc(r->sense, r->sense_len), asc);
 }
 
 static void assert_bad_cdb(const struct scsi_req *r)

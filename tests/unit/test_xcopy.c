@@ -8,6 +8,7 @@
 
 #include "../../src/common/be.h"
 #include "../../src/scsi/scsi.h"
+#include "scsi_unit.h"
 #include "../../src/scsi/xcopy.h"
 
 #define GIB (1ull << 30)
@@ -35,31 +36,6 @@ static uint64_t blocks(const struct scsi_lu *lu)
 }
 
 /* ---- requests and checks ---- */
-
-static struct scsi_req *req_new(void)
-{
-	struct scsi_req *r = malloc(sizeof(*r));
-	assert_non_null(r);
-	memset(r, 0xa5, sizeof(*r)); /* nothing may rely on a zeroed request */
-	return r;
-}
-
-static void assert_good(const struct scsi_req *r)
-{
-	assert_int_equal(r->kind, SCSI_DONE);
-	assert_int_equal(r->status, SCSI_GOOD);
-	assert_int_equal(r->sense_len, 0);
-}
-
-static void assert_sense(const struct scsi_req *r, int key, int asc)
-{
-	assert_int_equal(r->kind, SCSI_DONE);
-	assert_int_equal(r->status, SCSI_CHECK_CONDITION);
-	assert_int_equal(r->sense_len, 18);
-	assert_int_equal(r->data_len, 0);
-	assert_int_equal(scsi_sense_key(r->sense, r->sense_len), key);
-	assert_int_equal(scsi_sense_asc(r->sense, r->sense_len), asc);
-}
 
 /* INVALID FIELD IN CDB / PARAMETER LIST with the field pointer at byte. */
 static void assert_field(const struct scsi_req *r, bool cdb, unsigned byte)
