@@ -34,13 +34,18 @@
 # the 1 MiB jobs, default 8), TGT_PARAMS (matched | stock), JOBS (a subset of
 # randread-4k-qd1 randwrite-4k-qd1 randread-4k-qd32 randwrite-4k-qd32
 # seqread-1m-qdSEQ_QD seqwrite-1m-qdSEQ_QD; default all), RESULTS=DIR (keep the
-# JSON lines and both targets' logs there), TANDEM_BUILD (default build).
+# JSON lines and both targets' logs there), TANDEM_BUILD (default build),
+# DISK_REF (1 = the fio reference read each round, default when fio exists; 0 = off).
 # A default run takes about 7 minutes (36 jobs of 11 s, tgtd's 2-4 s exits).
 #
 # Prints medians per job and target: IOPS (4 KiB jobs) or MB/s (1 MiB jobs),
 # MB = 10^6 bytes, and p99 latency in microseconds; ratios Tandem/tgt of
 # throughput (above 1: Tandem faster) and of p99 (below 1: Tandem's tail
-# shorter). Never asserts timings. Exit 0 when it ran, 77 when a tool is
+# shorter); and the CPU each target process used during the job (all its
+# threads, % of one CPU over the job's ramp and runtime), which tells a target
+# that is CPU-bound from one that waits on the disk. Unless DISK_REF=0, each
+# round also reads the file with fio alone (1 MiB, O_DIRECT, QD SEQ_QD, io_uring)
+# so the disk's own rate of that round stands next to both. Never asserts timings. Exit 0 when it ran, 77 when a tool is
 # missing (scripts/deps.sh --bench), 1 when setting up failed or a job failed
 # (a command not GOOD, a broken session, a target that died): the failing
 # target's log lines are printed.
@@ -56,6 +61,7 @@ TGT_PARAMS=${TGT_PARAMS:-matched}
 ALL_JOBS="randread-4k-qd1 randwrite-4k-qd1 randread-4k-qd32 randwrite-4k-qd32 seqread-1m-qd$SEQ_QD seqwrite-1m-qd$SEQ_QD"
 JOBS=${JOBS:-$ALL_JOBS}
 RESULTS=${RESULTS:-}
+DISK_REF=${DISK_REF:-1}
 
 skip() { echo "bench: $*" >&2; exit 77; }
 die() { echo "bench: $*" >&2; exit 1; }
@@ -66,6 +72,7 @@ done
 for v in RUNTIME RAMP; do
 	[[ ${!v} =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "$v: '${!v}' is not a number of seconds"
 done
+case $DISK_REF in 0 | 1) ;; *) die "DISK_REF: 0 or 1, not '$DISK_REF'" ;; esac
 case $TGT_PARAMS in matched | stock) ;; *) die "TGT_PARAMS: 'matched' or 'stock', not '$TGT_PARAMS'" ;; esac
 for j in $JOBS; do [[ " $ALL_JOBS " == *" $j "* ]] || die "JOBS: unknown job '$j' (jobs: $ALL_JOBS)"; done
 
@@ -123,6 +130,12 @@ wait_ready() { # URL PID LOG
 	die "no working iSCSI target at $1 after 10 s (log above)"
 }
 load_avg() { cut -d' ' -f1-3 /proc/loadavg; }
+# CPU time of process $1, all threads, in clock ticks (utime + stime; the
+# command names tandemd and tgtd hold no blank, so fields count plainly).
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+now_ms() { date +%s%3N; }
+HZ=$(getconf CLK_TCK)
+command -v fio >/dev/null || DISK_REF=0
 
 IMG=$W/disk.img
 echo "# preparing ${SIZE_MB} MiB of random data in $IMG" >&2
@@ -201,29 +214,47 @@ job_args() {
 	esac
 }
 
-progress() { # ROUND JOB TARGET JSON
+progress() { # ROUND JOB TARGET CPU% JSON
 	python3 - "$@" <<'PY'
 import json, sys
-r, job, t, j = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+r, job, t, cpu, j = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], json.loads(sys.argv[5])
 err = f"  ERRORS {j['errors']}" if j["errors"] else ""
 print(f"# round {r} {job:18s} {t:6s} {j['iops']:8.0f} IOPS {j['mb_s']:7.1f} MB/s  p50 {j['lat_p50_us']:6.0f}"
-      f"  p99 {j['lat_p99_us']:6.0f}  p99.9 {j['lat_p999_us']:6.0f}  max {j['lat_max_us']:6.0f} us{err}")
+      f"  p99 {j['lat_p99_us']:6.0f}  p99.9 {j['lat_p999_us']:6.0f}  max {j['lat_max_us']:6.0f} us"
+      f"  cpu {cpu}%{err}")
 PY
+}
+# The disk alone: fio reads the backing file as the 1 MiB read job does.
+disk_ref() { # ROUND
+	local out=$W/disk.$1.json mb
+	if fio --name=disk --filename="$IMG" --direct=1 --rw=read --bs=1M --iodepth="$SEQ_QD" \
+		--ioengine=io_uring --runtime="$RUNTIME" --ramp_time="$RAMP" --time_based \
+		--output-format=json >"$out" 2>"$out.err"; then
+		mb=$(python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); print("%.1f" % (j["jobs"][0]["read"]["bw_bytes"] / 1e6))' "$out")
+		echo "$1 disk $mb" >>"$DISK"
+		echo "# round $1 disk alone (fio, 1 MiB read QD$SEQ_QD, O_DIRECT): $mb MB/s" >&2
+	else
+		echo "# round $1 disk alone: fio failed ($(head -c 200 "$out.err"))" >&2
+	fi
 }
 
 # ---------------------------------------------------------------- rounds
 RES=$W/results.txt
+DISK=$W/disk.txt
 : >"$RES"
+: >"$DISK"
 FAILED=0
 T0=$SECONDS
 echo "# $(nproc) CPUs, load average at start: $(load_avg); tgt session limits: $TGT_PARAMS" >&2
 for r in $(seq "$RUNS"); do
+	[ "$DISK_REF" = 0 ] || disk_ref "$r"
 	for t in tandem tgt; do
 		echo "# round $r: $t (load average $(load_avg))" >&2
 		"start_$t" "$r"
 		pid_var=${t^^}_PID
 		for j in $JOBS; do
 			out=$W/$t.$r.$j.json
+			c0=$(cpu_ticks "${!pid_var}") m0=$(now_ms)
 			# shellcheck disable=SC2046
 			if "$LOAD" $(job_args "$j") --runtime "$RUNTIME" --ramp "$RAMP" --seed "$r" \
 				--initiator-name "iqn.2026-11.org.tandem:bench-$t" "$URL" >"$out" 2>"$out.err"; then
@@ -231,10 +262,12 @@ for r in $(seq "$RUNS"); do
 			else
 				rc=$?
 			fi
+			c1=$(cpu_ticks "${!pid_var}" 2>/dev/null) || c1=$c0
+			cpu=$(((c1 - c0) * 100000 / HZ / ($(now_ms) - m0 + 1))) # % of one CPU
 			line=$(head -n 1 "$out")
 			if [ -n "$line" ]; then
-				echo "$r $t $j $rc $line" >>"$RES"
-				progress "$r" "$j" "$t" "$line" >&2
+				echo "$r $t $j $rc $cpu $line" >>"$RES"
+				progress "$r" "$j" "$t" "$cpu" "$line" >&2
 			fi
 			if [ $rc -ne 0 ] || [ -z "$line" ]; then
 				FAILED=1
@@ -250,13 +283,15 @@ for r in $(seq "$RUNS"); do
 done
 echo "# load average at end: $(load_avg); $((SECONDS - T0)) s of rounds" >&2
 
-python3 - "$RES" "$JOBS" "$RUNTIME" <<'PY'
+python3 - "$RES" "$JOBS" "$RUNTIME" "$DISK" "$SEQ_QD" <<'PY'
 import sys, json, statistics, collections
-res, jobs, runtime = sys.argv[1], sys.argv[2].split(), sys.argv[3]
+res, jobs, runtime, disk, seq_qd = sys.argv[1], sys.argv[2].split(), sys.argv[3], sys.argv[4], sys.argv[5]
 d = collections.defaultdict(list)
 for line in open(res):
-    r, t, j, rc, js = line.split(None, 4)
-    d[(j, t)].append(json.loads(js))
+    r, t, j, rc, cpu, js = line.split(None, 5)
+    x = json.loads(js)
+    x["cpu"] = int(cpu)
+    d[(j, t)].append(x)
 def med(j, t, key):
     v = [x[key] for x in d.get((j, t), [])]
     return statistics.median(v) if v else float("nan")
@@ -264,7 +299,7 @@ runs = max((len(v) for v in d.values()), default=0)
 print(f"iSCSI benchmark: medians of {runs} runs of {runtime} s (4k jobs in IOPS, 1m jobs in MB/s, "
       f"MB = 10^6 bytes; p99 in us)")
 print(f"{'job':19s}{'tandem':>10s}{'tgt':>10s}{'tandem/tgt':>12s}{'tandem p99':>12s}{'tgt p99':>10s}"
-      f"{'p99 t/tgt':>11s}{'errors':>8s}")
+      f"{'p99 t/tgt':>11s}{'cpu% t':>8s}{'cpu% tgt':>10s}{'errors':>8s}")
 for j in jobs:
     big = "1m" in j
     key = "mb_s" if big else "iops"
@@ -272,6 +307,12 @@ for j in jobs:
     pa, pb = med(j, "tandem", "lat_p99_us"), med(j, "tgt", "lat_p99_us")
     f = (lambda v: f"{v:.0f}") if big else (lambda v: f"{v / 1000:.1f}k")
     errs = sum(x["errors"] for t in ("tandem", "tgt") for x in d.get((j, t), []))
-    print(f"{j:19s}{f(a):>10s}{f(b):>10s}{a / b:12.2f}{pa:12.0f}{pb:10.0f}{pa / pb:11.2f}{errs:8d}")
+    ca, cb = med(j, "tandem", "cpu"), med(j, "tgt", "cpu")
+    print(f"{j:19s}{f(a):>10s}{f(b):>10s}{a / b:12.2f}{pa:12.0f}{pb:10.0f}{pa / pb:11.2f}"
+          f"{ca:8.0f}{cb:10.0f}{errs:8d}")
+ref = [float(line.split()[2]) for line in open(disk)]
+if ref:
+    print(f"disk alone (fio, 1 MiB read QD{seq_qd}, O_DIRECT), per round: "
+          + ", ".join(f"{v:.0f}" for v in ref) + f" MB/s; median {statistics.median(ref):.0f}")
 PY
 [ $FAILED -eq 0 ] || die "some jobs failed (see above)"
