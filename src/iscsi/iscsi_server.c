@@ -805,6 +805,17 @@ static struct task *task_find(struct iconn *c, uint32_t itt)
 	return NULL;
 }
 
+/* Every task of c aborted: no answer will be sent for any of them. */
+static void tasks_abort(struct iconn *c)
+{
+	struct list *pos, *tmp;
+	list_for_each_safe(pos, tmp, &c->tasks) {
+		struct task *t = container_of(pos, struct task, link);
+		t->aborted = true;
+		task_release(t);
+	}
+}
+
 /* SCSI Response: status, sense, residuals. */
 static void send_status(struct task *t, uint8_t status, const uint8_t *sense, uint32_t sense_len,
 			uint32_t xfer)
@@ -1116,6 +1127,51 @@ static void pattern_start(struct task *t)
 	pattern_next(t);
 }
 
+/* ---- unit attentions (SAM-5 5.14, SPC-4 5.14) ---- */
+
+#define UA_RESET 0x2903       /* BUS DEVICE RESET FUNCTION OCCURRED (LUN reset) */
+#define UA_TARGET_RESET 0x2900 /* POWER ON, RESET, OR BUS DEVICE RESET OCCURRED */
+
+static void ua_add(struct iconn *c, uint16_t asc)
+{
+	for (unsigned i = 0; i < c->nua; i++)
+		if (c->ua[i] == asc)
+			return;
+	if (c->nua < ARRAY_SIZE(c->ua))
+		c->ua[c->nua++] = asc;
+}
+
+/* To every session of volume v. */
+static void ua_broadcast(struct iscsi_server *s, const struct vol *v, uint16_t asc)
+{
+	struct list *pos, *tmp;
+	list_for_each_safe(pos, tmp, &s->conns) {
+		struct iconn *c = container_of(pos, struct iconn, link);
+		if (c->vol == v && !c->discovery)
+			ua_add(c, asc);
+	}
+}
+
+/* Reports the oldest pending unit attention instead of running the command
+ * (INQUIRY and REPORT LUNS run; REQUEST SENSE returns it as its data).
+ * True when q was completed that way. */
+static bool ua_report(struct iconn *c, const uint8_t *cdb, struct scsi_req *q)
+{
+	uint16_t asc;
+
+	if (!c->nua || cdb[0] == SCSI_INQUIRY || cdb[0] == SCSI_REPORT_LUNS)
+		return false;
+	asc = c->ua[0];
+	memmove(c->ua, c->ua + 1, (c->nua - 1) * sizeof(c->ua[0]));
+	c->nua--;
+	scsi_check(q, SCSI_KEY_UNIT_ATTENTION, asc);
+	if (cdb[0] == SCSI_REQUEST_SENSE) {
+		memcpy(q->data, q->sense, q->sense_len);
+		scsi_data_in(q, q->sense_len, cdb[4]);
+	}
+	return true;
+}
+
 /* ---- reservations (src/scsi/pr.h) ---- */
 
 /* The logical unit's reservations as the volume attributes hold them now
@@ -1165,6 +1221,31 @@ static void ilu_pr_event(struct iconn *c, bool reset)
 		log_warn("volume %s: reservations not saved", c->vol->name);
 }
 
+/* The other sessions of the volume after a PROUT by c changed *before: the
+ * unit attentions pr_ua() names, and for PREEMPT AND ABORT the preempted
+ * nexuses' tasks aborted (TAS=0: silently; a task whose I/O is already
+ * submitted finishes that I/O unanswered). */
+static void pr_out_notify(struct iconn *c, const struct pr_state *before, const uint8_t *cdb)
+{
+	const struct pr_state *after = ilu_pr(c->ilu);
+	bool abort = (cdb[1] & 0x1f) == PR_OUT_PREEMPT_AND_ABORT;
+	struct list *pos, *tmp;
+
+	list_for_each_safe(pos, tmp, &c->srv->conns) {
+		struct iconn *o = container_of(pos, struct iconn, link);
+		uint16_t asc;
+
+		if (o == c || o->vol != c->vol || o->discovery)
+			continue;
+		asc = pr_ua(before, after, cdb, &c->nexus, &o->nexus);
+		if (!asc)
+			continue;
+		ua_add(o, asc);
+		if (abort && asc == PR_UA_REG_PREEMPTED)
+			tasks_abort(o);
+	}
+}
+
 /* PERSISTENT RESERVE OUT, RESERVE, RELEASE with `use` bytes of parameter
  * list: a change is stored, sent to the peer, and answered after a flush of
  * the volume (whose completion means the peer has it, in sync mode). */
@@ -1172,11 +1253,22 @@ static void pr_out_run(struct task *t, uint32_t use)
 {
 	struct scsi_req *q = &t->req;
 	struct ilu *u = t->c->ilu;
+	struct pr_state *before = malloc(sizeof(*before));
 	int r;
 
-	if (pr_out(ilu_pr(u), &t->c->nexus, t->cdb, t->buf, use, q) <= 0)
+	if (!before) {
+		scsi_error(q, -ENOMEM);
 		return task_finish_req(t);
+	}
+	*before = *ilu_pr(u);
+	if (pr_out(ilu_pr(u), &t->c->nexus, t->cdb, t->buf, use, q) <= 0) {
+		free(before);
+		return task_finish_req(t);
+	}
 	r = ilu_pr_save(u);
+	if (!r)
+		pr_out_notify(t->c, before, t->cdb);
+	free(before);
 	if (r) {
 		scsi_error(q, r);
 		return task_finish_req(t);
@@ -1440,51 +1532,6 @@ static void lu_init(struct iconn *c)
 	lu_refresh(c);
 }
 
-/* ---- unit attentions (SAM-5 5.14, SPC-4 5.14) ---- */
-
-#define UA_RESET 0x2903       /* BUS DEVICE RESET FUNCTION OCCURRED (LUN reset) */
-#define UA_TARGET_RESET 0x2900 /* POWER ON, RESET, OR BUS DEVICE RESET OCCURRED */
-
-static void ua_add(struct iconn *c, uint16_t asc)
-{
-	for (unsigned i = 0; i < c->nua; i++)
-		if (c->ua[i] == asc)
-			return;
-	if (c->nua < ARRAY_SIZE(c->ua))
-		c->ua[c->nua++] = asc;
-}
-
-/* To every session of volume v. */
-static void ua_broadcast(struct iscsi_server *s, const struct vol *v, uint16_t asc)
-{
-	struct list *pos, *tmp;
-	list_for_each_safe(pos, tmp, &s->conns) {
-		struct iconn *c = container_of(pos, struct iconn, link);
-		if (c->vol == v && !c->discovery)
-			ua_add(c, asc);
-	}
-}
-
-/* Reports the oldest pending unit attention instead of running the command
- * (INQUIRY and REPORT LUNS run; REQUEST SENSE returns it as its data).
- * True when q was completed that way. */
-static bool ua_report(struct iconn *c, const uint8_t *cdb, struct scsi_req *q)
-{
-	uint16_t asc;
-
-	if (!c->nua || cdb[0] == SCSI_INQUIRY || cdb[0] == SCSI_REPORT_LUNS)
-		return false;
-	asc = c->ua[0];
-	memmove(c->ua, c->ua + 1, (c->nua - 1) * sizeof(c->ua[0]));
-	c->nua--;
-	scsi_check(q, SCSI_KEY_UNIT_ATTENTION, asc);
-	if (cdb[0] == SCSI_REQUEST_SENSE) {
-		memcpy(q->data, q->sense, q->sense_len);
-		scsi_data_in(q, q->sense_len, cdb[4]);
-	}
-	return true;
-}
-
 /* A command's CmdSN must lie in [ExpCmdSN, MaxCmdSN] (serial arithmetic). */
 static bool cmdsn_ok(struct iconn *c, const struct iscsi_bhs *h)
 {
@@ -1603,7 +1650,6 @@ static struct task *handle_cmd(struct iconn *c, const struct iscsi_bhs *h)
 static void handle_tmf(struct iconn *c, const struct iscsi_bhs *h)
 {
 	uint8_t fn = h->flags & 0x7f, rsp = ISCSI_TMF_RSP_COMPLETE;
-	struct list *pos, *tmp;
 	struct opdu *o;
 
 	switch (fn) {
@@ -1622,11 +1668,7 @@ static void handle_tmf(struct iconn *c, const struct iscsi_bhs *h)
 	case ISCSI_TMF_LUN_RESET:
 	case ISCSI_TMF_TARGET_WARM_RESET:
 	case ISCSI_TMF_TARGET_COLD_RESET:
-		list_for_each_safe(pos, tmp, &c->tasks) {
-			struct task *t = container_of(pos, struct task, link);
-			t->aborted = true;
-			task_release(t);
-		}
+		tasks_abort(c);
 		if (fn != ISCSI_TMF_ABORT_TASK_SET && fn != ISCSI_TMF_CLEAR_TASK_SET)
 			ilu_pr_event(c, true);
 		if (fn == ISCSI_TMF_LUN_RESET)

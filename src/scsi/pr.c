@@ -52,6 +52,12 @@ static bool type_all_reg(unsigned t)
 	return t == PR_TYPE_WEAR || t == PR_TYPE_EAAR;
 }
 
+/* Registrants only or all registrants: other registrants may write. */
+static bool type_shared(unsigned t)
+{
+	return t == PR_TYPE_WERO || t == PR_TYPE_EARO || type_all_reg(t);
+}
+
 /* Reads (data-in from the medium) stay allowed for non-holders. */
 static bool type_write_excl(unsigned t)
 {
@@ -618,6 +624,23 @@ int pr_out(struct pr_state *s, const struct pr_nexus *who, const uint8_t *cdb,
 		return legacy_out(s, who, cdb, out);
 	scsi_check(out, SCSI_KEY_ILLEGAL_REQUEST, SCSI_ASC_INVALID_OPCODE); /* a caller bug */
 	return 0;
+}
+
+uint16_t pr_ua(const struct pr_state *before, const struct pr_state *after, const uint8_t *cdb,
+	       const struct pr_nexus *who, const struct pr_nexus *n)
+{
+	uint8_t sa = cdb[1] & 0x1f;
+	bool preempt = sa == PR_OUT_PREEMPT || sa == PR_OUT_PREEMPT_AND_ABORT;
+
+	if (cdb[0] != PR_OP_OUT || nexus_eq(n, who) || reg_find(before, n) < 0)
+		return 0;
+	if (reg_find(after, n) < 0) /* who removed n's registration */
+		return sa == PR_OUT_CLEAR ? PR_UA_RES_PREEMPTED : preempt ? PR_UA_REG_PREEMPTED : 0;
+	if (before->holder < 0)
+		return 0;
+	if (after->holder < 0) /* released; WE and EA release silently */
+		return type_shared(before->type) ? PR_UA_RES_RELEASED : 0;
+	return preempt && after->type != before->type ? PR_UA_RES_RELEASED : 0;
 }
 
 /* ---- transport events ---- */

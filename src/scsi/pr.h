@@ -4,15 +4,16 @@
  * owns, persists (pr_encode) and replicates; these functions decide, fill a
  * struct scsi_req through the scsi.h builders, and say whether the state
  * changed. Never does I/O, never keeps time, never sends a unit attention and
- * never aborts a task (the caller does both, see PREEMPT below), never trusts a
- * length or a count from an initiator or from a stored image.
+ * never aborts a task (the caller does both, see pr_ua() and PREEMPT below),
+ * never trusts a length or a count from an initiator or from a stored image.
  *
  * Calling sequence (transport side), for every command of the logical unit:
  *   if (pr_conflict(s, who, cdb))        -> RESERVATION CONFLICT, not executed
  *   else if opcode is PRIN               -> pr_in(s, cdb, &req)
  *   else if PROUT or RESERVE/RELEASE     -> receive the data-out (PROUT),
  *                                           changed = pr_out(s, who, cdb, p, n, &req);
- *                                           changed: persist + replicate *s, then answer
+ *                                           changed: persist + replicate *s, give
+ *                                           every other nexus n its pr_ua(), then answer
  *   else                                 -> scsi_exec() as before
  *   session gone (logout, connection lost) -> pr_nexus_lost(s, who)
  *   LUN RESET, TARGET WARM/COLD RESET      -> pr_reset(s)
@@ -151,6 +152,10 @@
 /* Sense codes of this module (ASC << 8 | ASCQ), ILLEGAL REQUEST. */
 #define PR_ASC_INVALID_RELEASE 0x2604       /* invalid release of persistent reservation */
 #define PR_ASC_INSUFFICIENT_REG 0x5504      /* insufficient registration resources */
+/* Unit attentions that pr_ua() names (sense key UNIT ATTENTION). */
+#define PR_UA_RES_PREEMPTED 0x2a03          /* RESERVATIONS PREEMPTED */
+#define PR_UA_RES_RELEASED 0x2a04           /* RESERVATIONS RELEASED */
+#define PR_UA_REG_PREEMPTED 0x2a05          /* REGISTRATIONS PREEMPTED */
 
 #define PR_MAX_REG 32            /* registrations per logical unit */
 #define PR_NAME_MAX 240          /* initiator port name incl. NUL, e.g. "iqn.x:y,i,0x00023d000001" */
@@ -204,6 +209,20 @@ void pr_in(const struct pr_state *s, const uint8_t *cdb, struct scsi_req *out);
  * 0 when not. Keeps P1-P4 by itself, whether or not pr_conflict() ran first. */
 int pr_out(struct pr_state *s, const struct pr_nexus *who, const uint8_t *cdb,
 	   const uint8_t *param, uint32_t len, struct scsi_req *out);
+
+/* The unit attention (ASC << 8 | ASCQ; 0: none) that the pr_out() by who with
+ * cdb, which changed *before into *after, owes the I_T nexus n (SPC-4
+ * 5.13.11): only nexuses registered before and other than who get one.
+ *   PR_UA_RES_PREEMPTED  n lost its registration to a CLEAR
+ *   PR_UA_REG_PREEMPTED  n lost its registration to a PREEMPT (AND ABORT); for
+ *                        PREEMPT AND ABORT the caller also aborts n's tasks
+ *   PR_UA_RES_RELEASED   n stays registered, and a registrants-only or
+ *                        all-registrants reservation was released (RELEASE,
+ *                        or its holder unregistered), or a PREEMPT changed
+ *                        the reservation's type
+ * RESERVE/RELEASE(6/10) owe nobody anything. Pure, like the rest. */
+uint16_t pr_ua(const struct pr_state *before, const struct pr_state *after, const uint8_t *cdb,
+	       const struct pr_nexus *who, const struct pr_nexus *n);
 
 /* Transport events; each returns 1 when *s changed.
  * pr_nexus_lost: the I_T nexus is gone (logout, connection loss): the SPC-2

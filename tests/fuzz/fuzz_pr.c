@@ -18,7 +18,10 @@
  * exactly when the state changed and then answers GOOD, never changes it when
  * pr_conflict() predicted a conflict, and moves PRgeneration by one for
  * REGISTER/CLEAR/PREEMPT and not at all for RESERVE/RELEASE; pr_in and
- * pr_conflict change nothing; a holder, and anyone while no reservation is
+ * pr_conflict change nothing; after a change pr_ua() tells who nothing, tells
+ * each other registrant 2A/03 or 2A/05 exactly when it lost its registration
+ * and otherwise 0 or 2A/04, and tells a nexus registered under no name of the
+ * state before nothing; a holder, and anyone while no reservation is
  * held, conflicts only on RESERVE/RELEASE(6/10) with registrations present
  * (CRH=0); data-in stays within the allocation length and the buffer, with
  * the headers the state implies;
@@ -122,6 +125,41 @@ static void roundtrip(const struct pr_state *s, uint8_t *img, uint8_t *img2, str
 	CHECK(n2 == n && memcmp(img, img2, (size_t)n) == 0);
 }
 
+static bool same_nexus(const struct pr_nexus *a, const struct pr_nexus *b)
+{
+	return a->tport == b->tport && strncmp(a->initiator, b->initiator, PR_NAME_MAX - 1) == 0; /* as pr.h names them */
+}
+
+static bool registered(const struct pr_state *s, const struct pr_nexus *n)
+{
+	for (uint32_t i = 0; i < s->nreg; i++)
+		if (same_nexus(&s->reg[i].n, n))
+			return true;
+	return false;
+}
+
+/* The unit attentions after pr_out changed before into s. */
+static void check_ua(const struct pr_state *before, const struct pr_state *s, const uint8_t *c,
+		     const struct pr_nexus *w)
+{
+	struct pr_nexus stranger = { .initiator = "iqn.2026-12.fuzz:nobody,i,0x0", .tport = 9 };
+
+	CHECK(pr_ua(before, s, c, w, w) == 0);
+	if (!registered(before, &stranger))
+		CHECK(pr_ua(before, s, c, w, &stranger) == 0);
+	for (uint32_t i = 0; i < before->nreg; i++) {
+		const struct pr_nexus *n = &before->reg[i].n;
+		uint16_t ua = pr_ua(before, s, c, w, n);
+
+		if (same_nexus(n, w))
+			continue;
+		if (!registered(s, n))
+			CHECK(ua == PR_UA_RES_PREEMPTED || ua == PR_UA_REG_PREEMPTED);
+		else
+			CHECK(ua == 0 || ua == PR_UA_RES_RELEASED);
+	}
+}
+
 /* pr_out on exact-size copies, with the properties of every call. */
 static void out(struct pr_state *s, struct pr_state *before, const struct pr_nexus *w,
 		const uint8_t *cdb10, const uint8_t *param, uint32_t len, struct scsi_req *r)
@@ -151,8 +189,10 @@ static void out(struct pr_state *s, struct pr_state *before, const struct pr_nex
 	CHECK(changed == 0 || changed == 1);
 	CHECK(changed == !pr_equal(before, s));
 	CHECK(r->data_len == 0);
-	if (changed)
+	if (changed) {
 		CHECK(r->status == SCSI_GOOD);
+		check_ua(before, s, c, w);
+	}
 	if (predicted)
 		CHECK(!changed);
 	if (changed && gen_sa)

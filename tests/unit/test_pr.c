@@ -1060,6 +1060,118 @@ static void test_preempt_reservation(void **state)
 	}
 }
 
+/* One PROUT by who, then pr_ua() for A, B and C against the state before it. */
+static void ua_prout(struct fx *f, const struct pr_nexus *who, uint8_t sa, uint8_t type,
+		     uint64_t key, uint64_t sark, uint16_t ua[3])
+{
+	struct pr_state *before = malloc(sizeof(*before));
+	uint8_t c[16], p[PR_PARAM_LEN];
+
+	assert_non_null(before);
+	*before = *f->s;
+	prout_cdb(c, sa, type, PR_PARAM_LEN);
+	prout_param(p, key, sark, 0);
+	assert_int_equal(exec(f, who, c, p, sizeof(p)), SCSI_GOOD);
+	assert_false(pr_equal(before, f->s)); /* pr_ua is only asked after a change */
+	ua[0] = pr_ua(before, f->s, c, who, &f->a);
+	ua[1] = pr_ua(before, f->s, c, who, &f->b);
+	ua[2] = pr_ua(before, f->s, c, who, &f->c);
+	free(before);
+}
+
+static void assert_ua(const uint16_t ua[3], uint16_t a, uint16_t b, uint16_t c)
+{
+	assert_int_equal(ua[0], a);
+	assert_int_equal(ua[1], b);
+	assert_int_equal(ua[2], c);
+}
+
+static void reg_abc(struct fx *f)
+{
+	assert_int_equal(reg_ignore(f, &f->a, 0xa), SCSI_GOOD);
+	assert_int_equal(reg_ignore(f, &f->b, 0xb), SCSI_GOOD);
+	assert_int_equal(reg_ignore(f, &f->c, 0xc), SCSI_GOOD);
+}
+
+/* SPC-4 5.13.11: who is told what after a PROUT by another nexus. */
+static void test_unit_attentions(void **state)
+{
+	uint16_t ua[3];
+	(void)state;
+
+	for (int abort_too = 0; abort_too < 2; abort_too++) {
+		uint8_t sa = abort_too ? PR_OUT_PREEMPT_AND_ABORT : PR_OUT_PREEMPT;
+		struct fx f = fx_new();
+
+		reg_abc(&f);
+		assert_int_equal(reserve(&f, &f.a, 0xa, PR_TYPE_WE), SCSI_GOOD);
+		/* B takes A's reservation, same type: only A hears of it */
+		ua_prout(&f, &f.b, sa, PR_TYPE_WE, 0xb, 0xa, ua);
+		assert_ua(ua, PR_UA_REG_PREEMPTED, 0, 0);
+		/* B preempts itself into another type: C, still registered, is told */
+		ua_prout(&f, &f.b, sa, PR_TYPE_EA, 0xb, 0xb, ua);
+		assert_ua(ua, 0, 0, PR_UA_RES_RELEASED);
+		/* a non-holder's registration: C is told, nobody else */
+		ua_prout(&f, &f.b, sa, PR_TYPE_EA, 0xb, 0xc, ua);
+		assert_ua(ua, 0, 0, PR_UA_REG_PREEMPTED);
+		fx_free(&f);
+
+		/* all registrants: a key goes, the reservation stays; then SARK 0 */
+		f = fx_new();
+		reg_abc(&f);
+		assert_int_equal(reserve(&f, &f.a, 0xa, PR_TYPE_WEAR), SCSI_GOOD);
+		ua_prout(&f, &f.c, sa, PR_TYPE_WEAR, 0xc, 0xa, ua);
+		assert_ua(ua, PR_UA_REG_PREEMPTED, 0, 0);
+		ua_prout(&f, &f.c, sa, PR_TYPE_EA, 0xc, 0, ua);
+		assert_ua(ua, 0, PR_UA_REG_PREEMPTED, 0);
+		fx_free(&f);
+	}
+
+	/* CLEAR: every other registrant, and only registrants */
+	struct fx f = fx_new();
+	assert_int_equal(reg_ignore(&f, &f.b, 0xb), SCSI_GOOD);
+	assert_int_equal(reg_ignore(&f, &f.c, 0xc), SCSI_GOOD);
+	assert_int_equal(reserve(&f, &f.b, 0xb, PR_TYPE_EA), SCSI_GOOD);
+	ua_prout(&f, &f.c, PR_OUT_CLEAR, 0, 0xc, 0, ua);
+	assert_ua(ua, 0, PR_UA_RES_PREEMPTED, 0);
+	fx_free(&f);
+
+	/* RELEASE and a holder unregistering: told for the shared types only */
+	for (size_t i = 0; i < sizeof(types); i++) {
+		uint16_t want = types[i] == PR_TYPE_WE || types[i] == PR_TYPE_EA ? 0
+										  : PR_UA_RES_RELEASED;
+		f = fx_new();
+		reg_abc(&f);
+		assert_int_equal(reserve(&f, &f.a, 0xa, types[i]), SCSI_GOOD);
+		ua_prout(&f, &f.a, PR_OUT_RELEASE, types[i], 0xa, 0, ua);
+		assert_ua(ua, 0, want, want);
+		if (!all_reg(types[i])) { /* (all registrants: it lives while B and C do) */
+			assert_int_equal(reserve(&f, &f.a, 0xa, types[i]), SCSI_GOOD);
+			ua_prout(&f, &f.a, PR_OUT_REGISTER, 0, 0xa, 0, ua);
+			assert_ua(ua, 0, want, want);
+		}
+		/* a key change, a reservation taken: nobody is told */
+		ua_prout(&f, &f.b, PR_OUT_REGISTER, 0, 0xb, 0xbb, ua);
+		assert_ua(ua, 0, 0, 0);
+		if (f.s->holder < 0) {
+			ua_prout(&f, &f.b, PR_OUT_RESERVE, types[i], 0xbb, 0, ua);
+			assert_ua(ua, 0, 0, 0);
+		}
+		fx_free(&f);
+	}
+
+	/* RESERVE(6) and RELEASE(6): nothing to tell */
+	f = fx_new();
+	uint8_t c6[16] = { PR_OP_RESERVE_6 };
+	assert_int_equal(simple(&f, &f.a, PR_OP_RESERVE_6), SCSI_GOOD);
+	struct pr_state *empty = malloc(sizeof(*empty));
+	assert_non_null(empty);
+	pr_init(empty);
+	assert_int_equal(pr_ua(empty, f.s, c6, &f.a, &f.b), 0);
+	free(empty);
+	fx_free(&f);
+}
+
 /* Every PROUT that changes registrations moves PRgeneration by one;
  * RESERVE, RELEASE, refusals and no-ops do not. */
 static void test_generation(void **state)
@@ -1544,6 +1656,7 @@ int main(void)
 		cmocka_unit_test(test_clear),
 		cmocka_unit_test(test_preempt_remove_registration),
 		cmocka_unit_test(test_preempt_reservation),
+		cmocka_unit_test(test_unit_attentions),
 		cmocka_unit_test(test_generation),
 		cmocka_unit_test(test_reserve6),
 		cmocka_unit_test(test_reserve6_checks),
