@@ -1131,6 +1131,7 @@ static void pattern_start(struct task *t)
 
 #define UA_RESET 0x2903       /* BUS DEVICE RESET FUNCTION OCCURRED (LUN reset) */
 #define UA_TARGET_RESET 0x2900 /* POWER ON, RESET, OR BUS DEVICE RESET OCCURRED */
+#define UA_CLEARED 0x2f00      /* COMMANDS CLEARED BY ANOTHER INITIATOR */
 
 static void ua_add(struct iconn *c, uint16_t asc)
 {
@@ -1149,6 +1150,22 @@ static void ua_broadcast(struct iscsi_server *s, const struct vol *v, uint16_t a
 		struct iconn *c = container_of(pos, struct iconn, link);
 		if (c->vol == v && !c->discovery)
 			ua_add(c, asc);
+	}
+}
+
+/* Every task of every session of c's volume aborted (SAM-5 7.3, 7.6, 7.7:
+ * CLEAR TASK SET with TST=0 and the resets reach every I_T nexus; TAS=0, so
+ * silently). The other sessions that lost a task are told asc (0: nobody). */
+static void tasks_abort_lu(struct iconn *c, uint16_t asc)
+{
+	struct list *pos, *tmp;
+	list_for_each_safe(pos, tmp, &c->srv->conns) {
+		struct iconn *o = container_of(pos, struct iconn, link);
+		if (o->vol != c->vol || o->discovery)
+			continue;
+		if (asc && o != c && !list_empty(&o->tasks))
+			ua_add(o, asc);
+		tasks_abort(o);
 	}
 }
 
@@ -1663,18 +1680,18 @@ static void handle_tmf(struct iconn *c, const struct iscsi_bhs *h)
 		task_release(t);
 		break;
 	}
-	case ISCSI_TMF_ABORT_TASK_SET:
-	case ISCSI_TMF_CLEAR_TASK_SET:
+	case ISCSI_TMF_ABORT_TASK_SET: /* this I_T nexus's tasks only */
+		tasks_abort(c);
+		break;
+	case ISCSI_TMF_CLEAR_TASK_SET: /* TST=0: one task set, every nexus's tasks */
+		tasks_abort_lu(c, UA_CLEARED);
+		break;
 	case ISCSI_TMF_LUN_RESET:
 	case ISCSI_TMF_TARGET_WARM_RESET:
-	case ISCSI_TMF_TARGET_COLD_RESET:
-		tasks_abort(c);
-		if (fn != ISCSI_TMF_ABORT_TASK_SET && fn != ISCSI_TMF_CLEAR_TASK_SET)
-			ilu_pr_event(c, true);
-		if (fn == ISCSI_TMF_LUN_RESET)
-			ua_broadcast(c->srv, c->vol, UA_RESET);
-		else if (fn != ISCSI_TMF_ABORT_TASK_SET && fn != ISCSI_TMF_CLEAR_TASK_SET)
-			ua_broadcast(c->srv, c->vol, UA_TARGET_RESET);
+	case ISCSI_TMF_TARGET_COLD_RESET: /* a target has one logical unit, LUN 0 */
+		tasks_abort_lu(c, 0);
+		ilu_pr_event(c, true);
+		ua_broadcast(c->srv, c->vol, fn == ISCSI_TMF_LUN_RESET ? UA_RESET : UA_TARGET_RESET);
 		break;
 	default:
 		rsp = ISCSI_TMF_RSP_NOT_SUPPORTED;

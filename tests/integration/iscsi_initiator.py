@@ -167,6 +167,21 @@ class Session:
             die("answer for another task tag")
         return r[itt]
 
+    def tmf(self, function, rtt=0xffffffff):
+        """A task management function request (immediate), waited for: its
+        response code. Answers to other tasks arriving first call die()."""
+        self.itt += 1
+        bhs = bytearray(48)
+        bhs[0] = 0x42                      # immediate, task management request
+        bhs[1] = 0x80 | function
+        struct.pack_into(">IIII", bhs, 16, self.itt, rtt, self.cmdsn, self.statsn)
+        self.send(bhs)
+        op, h, _ = self.recv()
+        if op != 0x22 or struct.unpack_from(">I", h, 16)[0] != self.itt:
+            die("TMF 0x%02x: opcode 0x%02x in answer" % (function, op))
+        self.statsn = struct.unpack_from(">I", h, 24)[0] + 1
+        return h[2]
+
     def logout(self):
         bhs = bytearray(48)
         bhs[0] = 0x46
