@@ -459,6 +459,23 @@ void net_send_bulk(struct net_conn *c, struct net_tx *tx)
 	ev_defer(c->ev, &c->flush);
 }
 
+void net_bulk_pin(struct net_conn *c, struct net_tx *tx)
+{
+	struct net_tx **pp = &c->bulk_head;
+
+	while (*pp && *pp != tx)
+		pp = &(*pp)->next;
+	if (!*pp)
+		return; /* not queued in the background (any more) */
+	*c->txq_tail = c->bulk_head;
+	c->txq_tail = &tx->next;
+	c->bulk_head = tx->next;
+	tx->next = NULL;
+	if (!c->bulk_head)
+		c->bulk_tail = &c->bulk_head;
+	ev_defer(c->ev, &c->flush);
+}
+
 void net_close(struct net_conn *c)
 {
 	if (c->closing)

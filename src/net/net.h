@@ -101,6 +101,10 @@ void net_send(struct net_conn *c, struct net_tx *tx);
 /* Queue background output (resync): it goes to the socket only when no
  * net_send output is waiting, so later foreground output overtakes it. */
 void net_send_bulk(struct net_conn *c, struct net_tx *tx);
+/* If tx still waits in the background queue: it and the background output
+ * queued before it join the foreground queue now, so that output queued
+ * after this call no longer overtakes them. */
+void net_bulk_pin(struct net_conn *c, struct net_tx *tx);
 /* Send then close: the queued output is flushed first (for at most
  * NET_CLOSE_GRACE_NS; a peer that does not read is then cut off). */
 #define NET_CLOSE_GRACE_NS (10ull * 1000000000ull)

@@ -764,11 +764,17 @@ static void fg_start(struct repl *r, struct vol_io *io)
 
 	list_add_tail(&r->inflight, &io->rep.link);
 	/* R4: resync and verify reads of this region whose data is not yet
-	 * sent are now stale. */
+	 * sent are now stale. Resync data already sent keeps its place ahead of
+	 * this write on the wire: the peer applies overlapping messages in
+	 * arrival order (R5), so data read before this write must arrive first. */
 	list_for_each_safe(pos, tmp, &r->rs_inflight) {
 		struct rsreq *q = container_of(pos, struct rsreq, link);
-		if (q->phase != RQ_DATA && overlap(q->io.off, q->io.len, io->off, io->len))
+		if (!overlap(q->io.off, q->io.len, io->off, io->len))
+			continue;
+		if (q->phase != RQ_DATA)
 			q->io.rep.stale = true;
+		else if (r->conn)
+			net_bulk_pin(&r->conn->net, &q->io.rep.tx);
 	}
 
 	io->rep.bmw.cb = fg_bm_done;

@@ -26,7 +26,10 @@
  *   R3. Overlapping writes are issued to both nodes in the same order: a
  *       write waits while an earlier overlapping one is in flight.
  *   R4. A resync read that a foreground write overlaps is discarded, never
- *       sent; the foreground write never waits for resync.
+ *       sent; resync data already queued for the peer stays ahead of that
+ *       write on the wire (its data was read before the write). The
+ *       foreground write never waits for resync to read or compare; it waits
+ *       only behind the resync data queued for its own blocks.
  *   R5. A secondary applies overlapping writes in arrival order and a FLUSH
  *       after every write received before it; every write an older
  *       connection still holds (applying or waiting its turn) is applied
