@@ -42,6 +42,7 @@
 #define RETRY_MIN_MS 200u
 #define RETRY_MAX_MS 2000u
 #define CLEAN_EVERY_NS (2ull * 1000000000ull)
+#define DRAIN_MAX_NS (2ull * 1000000000ull) /* an orderly disconnect waits this long at most */
 
 enum kind { K_FG = 1, K_RS, K_APPLY, K_CLEAN };
 
@@ -182,6 +183,13 @@ struct repl {
 	unsigned clean_parts;
 	struct vol_io clean_local, clean_peer;
 	struct bm_waiter clean_w;
+	/* orderly disconnect (repl_disconnect on an in-sync primary): a FLUSH to
+	 * the peer first; what was written since it started is all that the peer
+	 * may lack once the connection is gone (R7) */
+	bool draining, drain_clean;
+	uint64_t drain_t0;
+	uint64_t *drain_touched; /* regions written since the drain began */
+	struct vol_io drain_flush;
 	unsigned nbound;   /* connections bound to this volume, alive or draining */
 	uint64_t conn_order; /* the last rconn.order given */
 	struct list bound; /* ... all of them (rconn.link) */
@@ -763,6 +771,8 @@ static void fg_start(struct repl *r, struct vol_io *io)
 	struct list *pos, *tmp;
 
 	list_add_tail(&r->inflight, &io->rep.link);
+	if (r->draining)
+		bm_mark_range(r->drain_touched, r->bm, io->off, io->len);
 	/* R4: resync and verify reads of this region whose data is not yet
 	 * sent are now stale. Resync data already sent keeps its place ahead of
 	 * this write on the wire: the peer applies overlapping messages in
@@ -2216,8 +2226,12 @@ static void conn_lost(struct repl *r, const char *why)
 	/* What the peer acknowledged but had not made durable may be lost with
 	 * it: everything in the activity log counts as out of sync (the AL only
 	 * lets go of an extent after a flush on both nodes). */
-	if (was_run && r->v->role == VOL_PRIMARY)
-		bm_al_to_oos(r->bm);
+	if (was_run && r->v->role == VOL_PRIMARY) {
+		if (r->drain_clean) /* R7 */
+			bm_merge_words(r->bm, 0, r->drain_touched, (uint32_t)bm_words(r->bm));
+		else
+			bm_al_to_oos(r->bm);
+	}
 	fail_pending(r);
 	rs_abort(r);
 	if (was_run && r->v->role != VOL_PRIMARY && peer_was_primary && r->v->disk == VOL_UPTODATE)
@@ -2416,6 +2430,9 @@ static void tick(struct ev_timer *t)
 					  (double)r->timeout_ns / 1e9);
 		}
 	}
+	/* A drain whose FLUSH does not come back in time ends as a cut. */
+	if (r->draining && r->conn && now - r->drain_t0 > DRAIN_MAX_NS)
+		conn_abort(r->conn);
 	if (!r->cleaning && now - r->last_clean_ns >= CLEAN_EVERY_NS && !r->shutting_down) {
 		r->last_clean_ns = now;
 		clean_start(r);
@@ -2501,10 +2518,12 @@ int repl_new(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned se
 	}
 	r->slots = calloc(NSLOTS, sizeof(*r->slots));
 	r->busy = calloc(bm_words(r->bm), 8);
-	if (!r->slots || !r->busy) {
+	r->drain_touched = calloc(bm_words(r->bm), 8);
+	if (!r->slots || !r->busy || !r->drain_touched) {
 		bm_free(r->bm);
 		free(r->slots);
 		free(r->busy);
+		free(r->drain_touched);
 		free(r);
 		return -ENOMEM;
 	}
@@ -2569,6 +2588,7 @@ void repl_free(struct repl *r)
 	bm_free(r->bm);
 	free(r->slots);
 	free(r->busy);
+	free(r->drain_touched);
 	free(r->vfy_redo);
 	while (!list_empty(&r->rs_runs)) {
 		struct rsrun *run = container_of(r->rs_runs.next, struct rsrun, link);
@@ -2684,12 +2704,60 @@ int repl_connect(struct repl *r, char *msg, size_t len)
 	return 0;
 }
 
+/* The drain's FLUSH is back (or failed, or the connection went first). */
+static void drain_done(struct vol_io *io, int res)
+{
+	struct repl *r = io->vol->repl;
+	(void)res;
+
+	r->draining = false;
+	if (!r->conn || !r->admin_down)
+		return; /* lost meanwhile (conn_lost marked the whole AL), or connect came */
+	r->drain_clean = io->rep.lres == 0;
+	conn_abort(r->conn);
+	r->drain_clean = false;
+}
+
+/* Starts an orderly disconnect: true when a drain FLUSH went to the peer and
+ * drain_done will cut the connection. Only an in-sync primary drains: a
+ * resync or verify in flight, or a secondary, is cut at once as before. */
+static bool drain_start(struct repl *r)
+{
+	struct list *pos, *tmp;
+
+	if (r->draining)
+		return true;
+	if (!r->conn || r->conn->stage != ST_RUN || !peer_ready(r) ||
+	    r->v->role != VOL_PRIMARY || r->rs != RR_ESTABLISHED || r->vfy == VFY_RUNNING)
+		return false;
+	memset(&r->drain_flush, 0, sizeof(r->drain_flush));
+	r->drain_flush.type = BS_FLUSH;
+	r->drain_flush.vol = r->v;
+	r->drain_flush.rep.kind = K_CLEAN;
+	r->drain_flush.local_done = drain_done;
+	if (!slot_take(r, &r->drain_flush))
+		return false;
+	/* Writes in flight now may reach the peer after the FLUSH. */
+	memset(r->drain_touched, 0, bm_words(r->bm) * 8);
+	list_for_each_safe(pos, tmp, &r->inflight) {
+		struct vol_io *o = container_of(pos, struct vol_io, rep.link);
+		bm_mark_range(r->drain_touched, r->bm, o->off, o->len);
+	}
+	r->draining = true;
+	r->drain_t0 = ev_now(r->ev);
+	send_small(r->conn, r->drain_flush.rep.hdr,
+		   repl_enc_flush(r->drain_flush.rep.hdr, r->drain_flush.rep.seq));
+	return true;
+}
+
 int repl_disconnect(struct repl *r, char *msg, size_t len)
 {
 	(void)msg;
 	(void)len;
 	r->admin_down = true;
 	ev_timer_cancel(r->ev, &r->retry);
+	if (drain_start(r))
+		return 0; /* standalone once the peer has flushed (drain_done) */
 	if (r->conn)
 		conn_abort(r->conn);
 	set_cs(r, RC_STANDALONE);

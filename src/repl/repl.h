@@ -36,6 +36,10 @@
  *       before an overlapping one of a newer connection.
  *   R6. Only a primary sends data; a node that receives data while primary
  *       drops the connection.
+ *   R7. When a primary loses its peer, every region the peer may lack is
+ *       marked out of sync: every extent of the activity log, or, after an
+ *       orderly disconnect whose FLUSH the peer completed, exactly the
+ *       regions written since that FLUSH was sent (and those in flight then).
  * Owns: the connection(s) of its volume, the change bitmap.
  * Never: serves front-end I/O by itself (the volume calls repl_submit). */
 #ifndef TANDEM_REPL_H
