@@ -35,8 +35,8 @@
 # randread-4k-qd1 randwrite-4k-qd1 randread-4k-qd32 randwrite-4k-qd32
 # seqread-1m-qdSEQ_QD seqwrite-1m-qdSEQ_QD; default all), RESULTS=DIR (keep the
 # JSON lines and both targets' logs there), TANDEM_BUILD (default build),
-# DISK_REF (1 = the fio reference read each round, default when fio exists; 0 = off).
-# A default run takes about 7 minutes (36 jobs of 11 s, tgtd's 2-4 s exits).
+# DISK_REF (1 = the fio references each round, default when fio exists; 0 = off).
+# A default run takes about 8 minutes (36 jobs and 6 disk references of 11 s, tgtd's 2-4 s exits).
 #
 # Prints medians per job and target: IOPS (4 KiB jobs) or MB/s (1 MiB jobs),
 # MB = 10^6 bytes, and p99 latency in microseconds; ratios Tandem/tgt of
@@ -44,8 +44,10 @@
 # shorter); and the CPU each target process used during the job (all its
 # threads, % of one CPU over the job's ramp and runtime), which tells a target
 # that is CPU-bound from one that waits on the disk. Unless DISK_REF=0, each
-# round also reads the file with fio alone (1 MiB, O_DIRECT, QD SEQ_QD, io_uring)
-# so the disk's own rate of that round stands next to both. Never asserts timings. Exit 0 when it ran, 77 when a tool is
+# round also runs fio alone on the file (io_uring, O_DIRECT): a 1 MiB read at QD
+# SEQ_QD and a 4 KiB random write at QD32, so the disk's own rates of that round
+# stand next to both targets (a target near them is bound by the disk, and no
+# ratio between two such targets can exceed what the disk leaves). Never asserts timings. Exit 0 when it ran, 77 when a tool is
 # missing (scripts/deps.sh --bench), 1 when setting up failed or a job failed
 # (a command not GOOD, a broken session, a target that died): the failing
 # target's log lines are printed.
@@ -225,17 +227,25 @@ print(f"# round {r} {job:18s} {t:6s} {j['iops']:8.0f} IOPS {j['mb_s']:7.1f} MB/s
 PY
 }
 # The disk alone: fio reads the backing file as the 1 MiB read job does.
-disk_ref() { # ROUND
-	local out=$W/disk.$1.json mb
-	if fio --name=disk --filename="$IMG" --direct=1 --rw=read --bs=1M --iodepth="$SEQ_QD" \
-		--ioengine=io_uring --runtime="$RUNTIME" --ramp_time="$RAMP" --time_based \
-		--output-format=json >"$out" 2>"$out.err"; then
-		mb=$(python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); print("%.1f" % (j["jobs"][0]["read"]["bw_bytes"] / 1e6))' "$out")
-		echo "$1 disk $mb" >>"$DISK"
-		echo "# round $1 disk alone (fio, 1 MiB read QD$SEQ_QD, O_DIRECT): $mb MB/s" >&2
-	else
-		echo "# round $1 disk alone: fio failed ($(head -c 200 "$out.err"))" >&2
-	fi
+disk_ref() { # ROUND: fio alone on the file, a 1 MiB read and a 4 KiB random write
+	local kind rw bs qd key out v unit
+	for kind in read write; do
+		if [ $kind = read ]; then
+			rw=read bs=1M qd=$SEQ_QD key=bw_bytes unit=MB/s
+		else
+			rw=randwrite bs=4k qd=32 key=iops unit=IOPS
+		fi
+		out=$W/disk.$1.$kind.json
+		if fio --name=disk --filename="$IMG" --direct=1 --rw=$rw --bs=$bs --iodepth=$qd \
+			--ioengine=io_uring --runtime="$RUNTIME" --ramp_time="$RAMP" --time_based \
+			--randseed="$1" --output-format=json >"$out" 2>"$out.err"; then
+			v=$(python3 -c 'import json, sys; j = json.load(open(sys.argv[1]))["jobs"][0]; k = sys.argv[2]; print("%.1f" % (j["read"]["bw_bytes"] / 1e6 if k == "read" else j["write"]["iops"]))' "$out" $kind)
+			echo "$1 $kind $v" >>"$DISK"
+			echo "# round $1 disk alone (fio, $bs $rw QD$qd, O_DIRECT): $v $unit" >&2
+		else
+			echo "# round $1 disk alone ($rw): fio failed ($(head -c 200 "$out.err"))" >&2
+		fi
+	done
 }
 
 # ---------------------------------------------------------------- rounds
@@ -310,9 +320,14 @@ for j in jobs:
     ca, cb = med(j, "tandem", "cpu"), med(j, "tgt", "cpu")
     print(f"{j:19s}{f(a):>10s}{f(b):>10s}{a / b:12.2f}{pa:12.0f}{pb:10.0f}{pa / pb:11.2f}"
           f"{ca:8.0f}{cb:10.0f}{errs:8d}")
-ref = [float(line.split()[2]) for line in open(disk)]
-if ref:
-    print(f"disk alone (fio, 1 MiB read QD{seq_qd}, O_DIRECT), per round: "
-          + ", ".join(f"{v:.0f}" for v in ref) + f" MB/s; median {statistics.median(ref):.0f}")
+refs = collections.defaultdict(list)
+for line in open(disk):
+    r, kind, v = line.split()
+    refs[kind].append(float(v))
+for kind, what, unit in (("read", f"1 MiB read QD{seq_qd}", "MB/s"), ("write", "4 KiB randwrite QD32", "IOPS")):
+    ref = refs.get(kind)
+    if ref:
+        print(f"disk alone (fio, {what}, O_DIRECT), per round: "
+              + ", ".join(f"{v:.0f}" for v in ref) + f" {unit}; median {statistics.median(ref):.0f}")
 PY
 [ $FAILED -eq 0 ] || die "some jobs failed (see above)"
