@@ -1977,6 +1977,10 @@ static int handle_msg(struct rconn *c, const uint8_t *body)
 				io->rep.lres = res ? res : io->rep.lres;
 				io->local_done(io, 0);
 			}
+			/* An orderly disconnect's FLUSH ack ends the connection
+			 * here (drain_done): the acks after it are moot. */
+			if (c->aborted)
+				return -1;
 		}
 		return 0;
 	case REPL_WRITE:
@@ -2227,10 +2231,21 @@ static void conn_lost(struct repl *r, const char *why)
 	 * it: everything in the activity log counts as out of sync (the AL only
 	 * lets go of an extent after a flush on both nodes). */
 	if (was_run && r->v->role == VOL_PRIMARY) {
+		struct list *pos, *tmp;
 		if (r->drain_clean) /* R7 */
 			bm_merge_words(r->bm, 0, r->drain_touched, (uint32_t)bm_words(r->bm));
 		else
 			bm_al_to_oos(r->bm);
+		/* A write the peer acknowledged whose local part is still running
+		 * must not clear its bits when it completes (fg_finish): the peer
+		 * that acknowledged it may not have it durably. */
+		list_for_each_safe(pos, tmp, &r->inflight) {
+			struct vol_io *o = container_of(pos, struct vol_io, rep.link);
+			if (o->rep.peer_ok && o->type != BS_FLUSH) {
+				o->rep.peer_ok = false;
+				bm_set_oos(r->bm, o->off, o->len);
+			}
+		}
 	}
 	fail_pending(r);
 	rs_abort(r);
@@ -2431,7 +2446,7 @@ static void tick(struct ev_timer *t)
 		}
 	}
 	/* A drain whose FLUSH does not come back in time ends as a cut. */
-	if (r->draining && r->conn && now - r->drain_t0 > DRAIN_MAX_NS)
+	if (r->draining && r->admin_down && r->conn && now - r->drain_t0 > DRAIN_MAX_NS)
 		conn_abort(r->conn);
 	if (!r->cleaning && now - r->last_clean_ns >= CLEAN_EVERY_NS && !r->shutting_down) {
 		r->last_clean_ns = now;
