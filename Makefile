@@ -36,7 +36,7 @@ BINS := $(B)/tandemd $(B)/tandemctl $(B)/tandem-witness
 
 # deps-check is order-only for objects: it runs first, even with -j, but never
 # forces a rebuild.
-.PHONY: all deps deps-check test test-one unit integration fuzz fuzz-run run install clean bench soak
+.PHONY: all deps deps-check test test-one build-tests unit integration fuzz fuzz-run run install clean bench soak
 all: deps-check $(BINS)
 
 # Installs the Debian packages the build and tests need (only when missing).
@@ -70,7 +70,14 @@ unit: all $(UNIT_BIN)
 integration: all
 	@bash tests/run-integration.sh $(B)
 
-test-one: unit integration
+# Binaries and unit tests are built in parallel, then the tests run one after
+# the other (integration tests start daemons on fixed ports).
+NPROC := $(shell nproc 2>/dev/null || echo 1)
+build-tests: all $(UNIT_BIN)
+test-one:
+	@$(MAKE) --no-print-directory -j$(NPROC) build-tests
+	@$(MAKE) --no-print-directory unit
+	@$(MAKE) --no-print-directory integration
 
 # Both builds, then every fuzz harness for a bounded time; each part prints its
 # own summary line, the last line sums them up.
@@ -78,18 +85,28 @@ TEST_FUZZ_SECONDS ?= 10
 test: deps
 	@$(MAKE) --no-print-directory test-one SAN=0 > >(tee build-test-plain.log) 2>&1; a=$$?; \
 	 $(MAKE) --no-print-directory test-one SAN=1 > >(tee build-test-asan.log) 2>&1; b=$$?; \
-	 $(MAKE) --no-print-directory fuzz-run FUZZ_SECONDS=$(TEST_FUZZ_SECONDS) \
+	 { $(MAKE) --no-print-directory -j$(NPROC) fuzz && \
+	   $(MAKE) --no-print-directory fuzz-run FUZZ_SECONDS=$(TEST_FUZZ_SECONDS); } \
 		> >(tee build-test-fuzz.log) 2>&1; c=$$?; \
 	 bash tests/summary.sh build-test-plain.log build-test-asan.log build-test-fuzz.log; \
 	 test $$a -eq 0 -a $$b -eq 0 -a $$c -eq 0
 
 # libFuzzer harnesses (clang); `make fuzz-run FUZZ_SECONDS=N` runs each for N s.
+# The library is compiled once with coverage instrumentation (fuzzer-no-link)
+# and every harness links against it.
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)
 FUZZ_SECONDS ?= 20
-build/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz.h $(LIB_SRC)
-	@mkdir -p build/fuzz
-	clang -std=gnu11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined $< $(LIB_SRC) \
+FUZZ_CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE
+FUZZ_OBJ := $(LIB_SRC:%.c=build/fuzz/obj/%.o)
+build/fuzz/obj/%.o: %.c | deps-check
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -MMD -MP -fsanitize=fuzzer-no-link,address,undefined -c $< -o $@
+build/fuzz/libtandem-fuzz.a: $(FUZZ_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+build/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz.h build/fuzz/libtandem-fuzz.a
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer,address,undefined $< build/fuzz/libtandem-fuzz.a \
 		$(LDLIBS) -o $@
 fuzz: deps-check $(FUZZ_BIN)
 fuzz-run: fuzz
@@ -124,4 +141,4 @@ install: all
 clean:
 	rm -rf build build-test-*.log
 
--include $(LIB_OBJ:.o=.d) $(wildcard $(B)/obj/*/*.d $(B)/obj/*/*/*.d)
+-include $(LIB_OBJ:.o=.d) $(wildcard $(B)/obj/*/*.d $(B)/obj/*/*/*.d build/fuzz/obj/*/*/*.d)
