@@ -2347,6 +2347,22 @@ static void clean_committed(struct bm_waiter *w, int err)
 	r->cleaning = false;
 }
 
+/* Sends the peer a FLUSH for io (K_CLEAN: its ack runs done with the result
+ * in io->rep.lres, as does losing the connection); false when the request
+ * window is full. */
+static bool peer_flush(struct repl *r, struct vol_io *io, void (*done)(struct vol_io *, int))
+{
+	memset(io, 0, sizeof(*io));
+	io->type = BS_FLUSH;
+	io->vol = r->v;
+	io->rep.kind = K_CLEAN;
+	io->local_done = done;
+	if (!slot_take(r, io))
+		return false;
+	send_small(r->conn, io->rep.hdr, repl_enc_flush(io->rep.hdr, io->rep.seq));
+	return true;
+}
+
 static void clean_start(struct repl *r)
 {
 	struct list *pos, *tmp;
@@ -2372,21 +2388,15 @@ static void clean_start(struct repl *r)
 	r->clean_local.type = BS_FLUSH;
 	r->clean_local.vol = r->v;
 	vol_local(r->v, &r->clean_local, clean_part_done);
-	r->clean_peer.type = BS_FLUSH;
 	r->clean_peer.vol = r->v;
-	r->clean_peer.rep.kind = K_CLEAN;
-	r->clean_peer.local_done = clean_part_done;
 	if (!peer) {
 		clean_part_done(&r->clean_peer, 0);
 		return;
 	}
-	if (!slot_take(r, &r->clean_peer)) {
+	if (!peer_flush(r, &r->clean_peer, clean_part_done)) {
 		r->clean_peer.rep.lres = -EBUSY;
 		clean_part_done(&r->clean_peer, -EBUSY);
-		return;
 	}
-	send_small(r->conn, r->clean_peer.rep.hdr,
-		   repl_enc_flush(r->clean_peer.rep.hdr, r->clean_peer.rep.seq));
 }
 
 static void tick(struct ev_timer *t)
@@ -2745,23 +2755,16 @@ static bool drain_start(struct repl *r)
 	if (!r->conn || r->conn->stage != ST_RUN || !peer_ready(r) ||
 	    r->v->role != VOL_PRIMARY || r->rs != RR_ESTABLISHED || r->vfy == VFY_RUNNING)
 		return false;
-	memset(&r->drain_flush, 0, sizeof(r->drain_flush));
-	r->drain_flush.type = BS_FLUSH;
-	r->drain_flush.vol = r->v;
-	r->drain_flush.rep.kind = K_CLEAN;
-	r->drain_flush.local_done = drain_done;
-	if (!slot_take(r, &r->drain_flush))
-		return false;
 	/* Writes in flight now may reach the peer after the FLUSH. */
 	memset(r->drain_touched, 0, bm_words(r->bm) * 8);
 	list_for_each_safe(pos, tmp, &r->inflight) {
 		struct vol_io *o = container_of(pos, struct vol_io, rep.link);
 		bm_mark_range(r->drain_touched, r->bm, o->off, o->len);
 	}
+	if (!peer_flush(r, &r->drain_flush, drain_done))
+		return false;
 	r->draining = true;
 	r->drain_t0 = ev_now(r->ev);
-	send_small(r->conn, r->drain_flush.rep.hdr,
-		   repl_enc_flush(r->drain_flush.rep.hdr, r->drain_flush.rep.seq));
 	return true;
 }
 
