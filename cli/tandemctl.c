@@ -139,9 +139,12 @@ int main(int argc, char **argv)
 	/* Commands that wait (wait-sync; secondary, until in-flight writes are
 	 * done and the peer has heard of it) are polled from here, so that the
 	 * daemon never holds a connection open on a client's behalf. */
-	waits = strcmp(argv[optind], "wait-sync") == 0 || strcmp(argv[optind], "secondary") == 0;
+	waits = strcmp(argv[optind], "wait-sync") == 0 || strcmp(argv[optind], "secondary") == 0 ||
+		strcmp(argv[optind], "disconnect") == 0;
 	if (strcmp(argv[optind], "secondary") == 0)
 		timeout = 30;
+	if (strcmp(argv[optind], "disconnect") == 0)
+		timeout = 10; /* the daemon's own limit on the peer's flush is 2 s */
 	for (int i = optind; i < argc; i++) {
 		if (strcmp(argv[i], "--timeout") == 0 && waits) {
 			char *end;

@@ -111,6 +111,19 @@ static void json_str(char *out, size_t cap, const char *s)
 	out[j] = '\0';
 }
 
+/* One event line: {"time":...,"node":...,FRAGMENT} and a newline (cut to
+ * fit len); returns the length snprintf wanted. */
+static int event_line(const struct ctl_server *s, char *buf, size_t len, const char *frag)
+{
+	struct timespec ts;
+	char node[CFG_NAME_MAX];
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	json_str(node, sizeof(node), s->info.node);
+	return snprintf(buf, len, "{\"time\":%lld.%03ld,\"node\":\"%s\",%s}\n",
+			(long long)ts.tv_sec, ts.tv_nsec / 1000000, node, frag);
+}
+
 static double pct(double p)
 {
 	return p < 0 ? 0 : p > 100 ? 100 : p;
@@ -327,12 +340,17 @@ static void run_command(struct ctl_conn *c, int argc, char **argv)
 			out_add(c, "ok\n");
 		else if (r == -EAGAIN)
 			out_add(c, "wait volume %s: %s\n", v->name,
+				msg[0] ? msg :
 				cmd[0] == 's' ? "in-flight writes or the peer's acknowledgement" :
 						"not yet");
 		else
 			out_add(c, "error %s\n", msg[0] ? msg : strerror(-r));
 	} else if (strcmp(cmd, "events") == 0 && argc == 1) {
-		out_add(c, "ok\n");
+		char line[128];
+		/* The first line says the subscription is live: every event
+		 * after it reaches this client. */
+		event_line(c->srv, line, sizeof(line), "\"event\":\"subscribed\"");
+		out_add(c, "ok\n%s", line);
 		c->subscriber = true;
 	} else {
 		out_add(c, "error unknown command or wrong arguments: '%s'\n", cmd);
@@ -410,15 +428,12 @@ static void emit(void *ctx, const char *frag)
 {
 	struct ctl_server *s = ctx;
 	struct list *pos, *tmp;
-	struct timespec ts;
-	char node[CFG_NAME_MAX];
+	char line[640];
+	int n = event_line(s, line, sizeof(line), frag);
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	json_str(node, sizeof(node), s->info.node);
 	list_for_each_safe(pos, tmp, &s->subs) {
 		struct ctl_conn *c = container_of(pos, struct ctl_conn, sub_link);
 		struct ctl_evtx *e;
-		int n;
 		if (c->net.closing)
 			continue;
 		if (c->ev_queued > CTL_EVENTS_MAX_QUEUED) {
@@ -426,12 +441,11 @@ static void emit(void *ctx, const char *frag)
 			net_abort(&c->net);
 			continue;
 		}
-		e = malloc(sizeof(*e) + 640);
+		e = malloc(sizeof(*e) + sizeof(line));
 		if (!e)
 			continue;
-		n = snprintf(e->buf, 640, "{\"time\":%lld.%03ld,\"node\":\"%s\",%s}\n",
-			     (long long)ts.tv_sec, ts.tv_nsec / 1000000, node, frag);
-		e->len = (size_t)MIN(n, 639);
+		e->len = (size_t)MIN(n, (int)sizeof(line) - 1);
+		memcpy(e->buf, line, e->len);
 		e->c = c;
 		e->tx.iov[0].iov_base = e->buf;
 		e->tx.iov[0].iov_len = e->len;

@@ -2770,12 +2770,13 @@ static bool drain_start(struct repl *r)
 
 int repl_disconnect(struct repl *r, char *msg, size_t len)
 {
-	(void)msg;
-	(void)len;
 	r->admin_down = true;
 	ev_timer_cancel(r->ev, &r->retry);
-	if (drain_start(r))
-		return 0; /* standalone once the peer has flushed (drain_done) */
+	/* Polled (tandemctl waits) until drain_done has cut the connection. */
+	if (drain_start(r)) {
+		snprintf(msg, len, "the peer's flush before the disconnect");
+		return -EAGAIN;
+	}
 	if (r->conn)
 		conn_abort(r->conn);
 	set_cs(r, RC_STANDALONE);

@@ -26,6 +26,11 @@ oos=$(jfield a "p['out_of_sync_bytes']")
 
 ctl_on a events >"$T/events" 2>&1 &
 track $!
+for ((i = 0; i < 100; i++)); do
+	head -n 1 "$T/events" | grep -q '^{"time":[0-9.]*,"node":"a","event":"subscribed"}$' && break
+	sleep 0.05
+done
+[ $i -lt 100 ] || fail "tandemctl events did not say it was subscribed: $(cat "$T/events")"
 start b
 wait_for a "p['replication'] == 'syncsource'" 20
 

@@ -26,30 +26,19 @@ BAD2=$((110 * M + 100 * 1024 + 7))
 # The write load stays in [LOAD_OFF, LOAD_OFF + 16M), far from both.
 LOAD_OFF=$((48 * M))
 
-# ev_start NODE: follows NODE's `events` in $T/NODE.events; returns once the
-# daemon has accepted the subscription (its "ok"), so no event is missed.
+# ev_start NODE: follows NODE's `tandemctl events` in $T/NODE.events; returns
+# once its first line says the subscription is live, so no event is missed.
 ev_start()
 {
 	local n=$1 i
-	python3 -u -c '
-import socket, sys
-s = socket.socket(socket.AF_UNIX)
-s.connect(sys.argv[1])
-s.sendall(b"events\n")
-f = s.makefile("rb")
-l = f.readline()
-print("subscribed" if l == b"ok\n" else "refused: %r" % l, flush=True)
-for x in f:
-    sys.stdout.write(x.decode())
-    sys.stdout.flush()
-' "$T/$n.sock" >"$T/$n.events" 2>&1 &
+	ctl_on "$n" events >"$T/$n.events" 2>&1 &
 	track $!
 	for ((i = 0; i < 100; i++)); do
-		grep -q '^subscribed' "$T/$n.events" && return 0
-		grep -q '^refused' "$T/$n.events" && fail "events on $n: $(cat "$T/$n.events")"
+		head -n 1 "$T/$n.events" | grep -q '"event":"subscribed"' && return 0
+		grep -q '^tandemctl:' "$T/$n.events" && fail "events on $n: $(cat "$T/$n.events")"
 		sleep 0.05
 	done
-	fail "events on $n: no subscription within 5 s"
+	fail "events on $n: no subscription within 5 s: $(cat "$T/$n.events")"
 }
 
 # refused NODE PATTERN WHAT: `verify vol0` on NODE must fail with a message
