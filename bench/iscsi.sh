@@ -226,14 +226,15 @@ print(f"# round {r} {job:18s} {t:6s} {j['iops']:8.0f} IOPS {j['mb_s']:7.1f} MB/s
       f"  cpu {cpu}%{err}")
 PY
 }
-# The disk alone: fio reads the backing file as the 1 MiB read job does.
-disk_ref() { # ROUND: fio alone on the file, a 1 MiB read and a 4 KiB random write
-	local kind rw bs qd key out v unit
+# The disk alone: fio on the backing file, a 1 MiB read as the 1 MiB read job
+# does and a 4 KiB random write as the QD32 write job does.
+disk_ref() { # ROUND
+	local kind rw bs qd out v unit
 	for kind in read write; do
 		if [ $kind = read ]; then
-			rw=read bs=1M qd=$SEQ_QD key=bw_bytes unit=MB/s
+			rw=read bs=1M qd=$SEQ_QD unit=MB/s
 		else
-			rw=randwrite bs=4k qd=32 key=iops unit=IOPS
+			rw=randwrite bs=4k qd=32 unit=IOPS
 		fi
 		out=$W/disk.$1.$kind.json
 		if fio --name=disk --filename="$IMG" --direct=1 --rw=$rw --bs=$bs --iodepth=$qd \

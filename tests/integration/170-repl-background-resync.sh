@@ -24,13 +24,7 @@ nbdcopy "$T/data" "$(uri a)" || fail "writing 128M to a failed"
 oos=$(jfield a "p['out_of_sync_bytes']")
 [ "$oos" -ge $((120 << 20)) ] || fail "a shows only $oos bytes out of sync after 128M written alone"
 
-ctl_on a events >"$T/events" 2>&1 &
-track $!
-for ((i = 0; i < 100; i++)); do
-	head -n 1 "$T/events" | grep -q '^{"time":[0-9.]*,"node":"a","event":"subscribed"}$' && break
-	sleep 0.05
-done
-[ $i -lt 100 ] || fail "tandemctl events did not say it was subscribed: $(cat "$T/events")"
+events_follow a "$T/events"
 start b
 wait_for a "p['replication'] == 'syncsource'" 20
 

@@ -26,21 +26,6 @@ BAD2=$((110 * M + 100 * 1024 + 7))
 # The write load stays in [LOAD_OFF, LOAD_OFF + 16M), far from both.
 LOAD_OFF=$((48 * M))
 
-# ev_start NODE: follows NODE's `tandemctl events` in $T/NODE.events; returns
-# once its first line says the subscription is live, so no event is missed.
-ev_start()
-{
-	local n=$1 i
-	ctl_on "$n" events >"$T/$n.events" 2>&1 &
-	track $!
-	for ((i = 0; i < 100; i++)); do
-		head -n 1 "$T/$n.events" | grep -q '"event":"subscribed"' && return 0
-		grep -q '^tandemctl:' "$T/$n.events" && fail "events on $n: $(cat "$T/$n.events")"
-		sleep 0.05
-	done
-	fail "events on $n: no subscription within 5 s: $(cat "$T/$n.events")"
-}
-
 # refused NODE PATTERN WHAT: `verify vol0` on NODE must fail with a message
 # matching PATTERN (extended regex, any case).
 refused()
@@ -57,8 +42,8 @@ start a
 start b
 wait_connected
 wait_for a "p['replication'] == 'established'"
-ev_start a
-ev_start b
+events_follow a "$T/a.events"
+events_follow b "$T/b.events"
 
 head -c 128M /dev/urandom >"$T/data"
 nbdcopy "$T/data" "$(uri a)" || fail "writing 128M to a failed"

@@ -152,6 +152,21 @@ wait_for()
 	fail "on $n, '$expr' did not hold within $secs s"
 }
 
+# events_follow NODE FILE: follows NODE's `tandemctl events` in FILE; returns
+# once its first line says the subscription is live, so no event is missed.
+events_follow()
+{
+	local n=$1 f=$2 i
+	ctl_on "$n" events >"$f" 2>&1 &
+	track $!
+	for ((i = 0; i < 100; i++)); do
+		head -n 1 "$f" | grep -q '^{"time":[0-9.]*,"node":"'"$n"'","event":"subscribed"}$' && return 0
+		grep -q '^tandemctl:' "$f" && fail "events on $n: $(cat "$f")"
+		sleep 0.05
+	done
+	fail "events on $n: no subscription within 5 s: $(cat "$f")"
+}
+
 wait_connected()
 {
 	wait_for a "p['connection'] == 'connected'" "${1:-30}"
