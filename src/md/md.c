@@ -318,3 +318,17 @@ int md_meta_write(struct md *md, const uint8_t *buf, size_t len)
 	md->meta_slot = slot;
 	return 0;
 }
+
+uint64_t md_new_gen(void)
+{
+	uint64_t g = 0;
+	while (g <= 1) {
+		if (getrandom(&g, sizeof(g), 0) != sizeof(g)) {
+			struct timespec ts;
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			g = ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) ^
+			    ((uint64_t)getpid() << 32);
+		}
+	}
+	return g;
+}

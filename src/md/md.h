@@ -48,6 +48,9 @@ int md_open(const char *path, const struct md_sb *init, struct md **out);
 int md_write(struct md *md);
 void md_close(struct md *md); /* NULL is a no-op */
 
+/* A new random data generation (never 0, "no data", or 1, "created empty"). */
+uint64_t md_new_gen(void);
+
 /* Volume attributes (ondisk.h: the meta area). md_meta_read fills buf (max
  * bytes) with the newest valid image and returns its length, 0 when there is
  * none; md_meta_write stores len bytes in the other slot with seq + 1 and

@@ -337,15 +337,6 @@ void repl_meta_changed(struct repl *r)
 
 /* ---- generations and persistent state ---- */
 
-static uint64_t new_gen(void)
-{
-	uint64_t g = 0;
-	while (g <= GEN_EMPTY)
-		if (getrandom(&g, sizeof(g), 0) != sizeof(g))
-			g = now_ns() ^ ((uint64_t)getpid() << 32);
-	return g;
-}
-
 static struct md_sb *sb(struct repl *r)
 {
 	return &r->v->md->sb;
@@ -358,7 +349,7 @@ static void gen_branch(struct repl *r)
 	if (sb(r)->gen_bitmap != GEN_NONE)
 		return;
 	sb(r)->gen_bitmap = sb(r)->gen_current;
-	sb(r)->gen_current = new_gen();
+	sb(r)->gen_current = md_new_gen();
 	log_info("volume %s: writing without %s: new data generation %016llx (bitmap %016llx)",
 		 r->v->name, peer_name(r), (unsigned long long)sb(r)->gen_current,
 		 (unsigned long long)sb(r)->gen_bitmap);
@@ -375,7 +366,7 @@ static void gen_rotate(struct repl *r, struct rconn *c)
 
 	if (r->v->role != VOL_PRIMARY || sb(r)->gen_current != GEN_EMPTY)
 		return;
-	g = new_gen();
+	g = md_new_gen();
 	gen_push_history(sb(r)->gen_history, sb(r)->gen_current);
 	sb(r)->gen_current = g;
 	vol_md_write(r->v);
@@ -2511,7 +2502,15 @@ int repl_new(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned se
 		return -EINVAL;
 	}
 	if (m->bm_granularity == 0) {
-		/* metadata made before replication: give it a bitmap now */
+		/* Metadata made before replication: the volume ran on this node
+		 * alone, so no peer knows its content. Give it a bitmap now, and
+		 * a data generation of its own (never "created empty"), so that a
+		 * new peer gets a full sync (R8). */
+		if (m->gen_current <= GEN_EMPTY) {
+			m->gen_current = md_new_gen();
+			log_info("volume %s: was not replicated: its data is generation %016llx",
+				 v->name, (unsigned long long)m->gen_current);
+		}
 		m->bm_offset = TANDEM_MD_BITMAP_OFFSET;
 		m->bm_granularity = (uint32_t)cv->bitmap_granularity;
 		m->bm_bytes = bm_bytes_on_disk(v->size, m->bm_granularity);

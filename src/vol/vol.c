@@ -390,11 +390,16 @@ int vol_open(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned ni
 	init.flags = TANDEM_MD_F_CONSISTENT | TANDEM_MD_F_UPTODATE;
 	init.gen_current = GEN_EMPTY;
 	if (cv->nnodes > 1) {
-		/* Replicas created empty together need no initial sync; a disk of
-		 * unknown content on another than the first node gets a full one. */
+		/* Replicas created empty together need no initial sync. A disk
+		 * that already holds data (a filled image, a block device) is
+		 * not "created empty": on the first node its content is the
+		 * volume's (a generation of its own, so that the peer gets all
+		 * of it); on another node it is unknown and gets a full sync. */
 		if (!fresh && cv->nodes[0] != ni) {
 			init.gen_current = GEN_NONE;
 			init.flags = 0;
+		} else if (!fresh) {
+			init.gen_current = md_new_gen();
 		}
 		init.bm_offset = TANDEM_MD_BITMAP_OFFSET;
 		init.bm_granularity = (uint32_t)cv->bitmap_granularity;
