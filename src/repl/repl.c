@@ -385,8 +385,11 @@ static void fill_state(struct repl *r, struct repl_state *s)
 		s->gen_history[i] = m->gen_history[i];
 	if (r->v->disk == VOL_UPTODATE)
 		s->flags |= REPL_ST_UPTODATE;
-	if (r->v->disk == VOL_UPTODATE || r->v->disk == VOL_OUTDATED)
+	if (r->v->disk == VOL_UPTODATE || r->v->disk == VOL_OUTDATED ||
+	    r->v->disk == VOL_CONSISTENT)
 		s->flags |= REPL_ST_CONSISTENT;
+	if (r->v->disk == VOL_CONSISTENT)
+		s->flags |= REPL_ST_UNVERIFIED;
 	if (r->v->crashed_primary)
 		s->flags |= REPL_ST_CRASHED_PRIMARY;
 	s->role = r->v->role == VOL_PRIMARY ? REPL_ROLE_PRIMARY : REPL_ROLE_SECONDARY;
@@ -1637,7 +1640,8 @@ static void fill_view(const struct repl_state *s, bool primary, struct gen_view 
 	g->crashed_primary = s->flags & REPL_ST_CRASHED_PRIMARY;
 	g->has_bits = s->oos_bits != 0;
 	g->inconsistent = !(s->flags & REPL_ST_CONSISTENT);
-	g->outdated = !g->inconsistent && !(s->flags & REPL_ST_UPTODATE);
+	g->unverified = !g->inconsistent && (s->flags & REPL_ST_UNVERIFIED);
+	g->outdated = !g->inconsistent && !g->unverified && !(s->flags & REPL_ST_UPTODATE);
 }
 
 /* Both STATEs and both bitmaps are known: decide what this connection is. */
@@ -1728,12 +1732,15 @@ static void handshake_decide(struct rconn *c)
 	switch (d.verdict) {
 	case GEN_EQUAL:
 		bm_clear_all_oos(r->bm);
-		if (r->v->disk == VOL_OUTDATED)
+		if (r->v->disk == VOL_OUTDATED || r->v->disk == VOL_CONSISTENT)
 			vol_set_disk(r->v, VOL_UPTODATE);
 		set_rs(r, RR_ESTABLISHED);
 		gen_rotate(r, c);
 		break;
 	case GEN_SOURCE:
+		/* The peer's copy is older than this one: nothing newer exists. */
+		if (r->v->disk == VOL_CONSISTENT)
+			vol_set_disk(r->v, VOL_UPTODATE);
 		if (d.full)
 			bm_set_all(r->bm);
 		bm_flush(r->bm, NULL);

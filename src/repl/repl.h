@@ -13,6 +13,8 @@
  *               any -> off                                [connection lost]
  *   disk (this node) uptodate -> outdated     [a secondary loses its primary peer]
  *                    outdated -> uptodate     [verdict equal]
+ *                    (start) -> consistent    [opened up to date, not just created: R9]
+ *                    consistent -> uptodate   [verdict equal or source; --force]
  *                    any -> inconsistent      [becoming sync target; `invalidate`]
  *                    inconsistent -> uptodate [RS_DONE]
  *   role  secondary -> primary  [`primary`: disk uptodate, or --force; peer not primary]
@@ -40,6 +42,15 @@
  *       marked out of sync: every extent of the activity log, or, after an
  *       orderly disconnect whose FLUSH the peer completed, exactly the
  *       regions written since that FLUSH was sent (and those in flight then).
+ *   R8. A node's content is "created empty" (the shared first generation)
+ *       only when its data area was created by Tandem together with the
+ *       pair; a disk that held data, or a volume that ran unreplicated, has
+ *       a generation of its own, so a new peer of it gets a full sync.
+ *   R9. A disk is uptodate only while this run of the node knows it: after
+ *       a start it is at most consistent until a connect decides (equal or
+ *       source), so a node that missed its peer's writes is never promoted
+ *       without --force; the tie-break of two secondaries ranks uptodate
+ *       over consistent over outdated.
  * Owns: the connection(s) of its volume, the change bitmap.
  * Never: serves front-end I/O by itself (the volume calls repl_submit). */
 #ifndef TANDEM_REPL_H

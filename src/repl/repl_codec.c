@@ -160,7 +160,7 @@ int repl_decode_body(const uint8_t *in, struct repl_msg *m)
 		L32(s->bm_granularity);
 		L32(s->reserved1);
 		L64(s->oos_bits);
-		if ((s->flags & ~REPL_ST_KNOWN) || s->role > REPL_ROLE_PRIMARY || s->disk > 4 ||
+		if ((s->flags & ~REPL_ST_KNOWN) || s->role > REPL_ROLE_PRIMARY || s->disk > 5 ||
 		    s->reserved0 || s->reserved1 || s->size == 0 || s->size % 4096 ||
 		    s->bm_granularity < 4096 || s->bm_granularity > (64u << 20) ||
 		    (s->bm_granularity & (s->bm_granularity - 1)))

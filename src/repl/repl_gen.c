@@ -30,6 +30,15 @@ static bool common_ancestor(const struct gen_view *a, const struct gen_view *b)
 static struct gen_decision decide(const struct gen_view *me, const struct gen_view *peer,
 				  bool me_first);
 
+/* How much a consistent side is known to hold: up to date (kept up with its
+ * primary), unverified (restarted since: whatever it held then), outdated
+ * (known to have lost its primary). Persisted "up to date" flags of a node
+ * that restarted are never read as more than unverified. */
+static int standing(const struct gen_view *v)
+{
+	return v->outdated ? 0 : v->unverified ? 1 : 2;
+}
+
 struct gen_decision gen_decide(const struct gen_view *me, const struct gen_view *peer,
 			       bool me_first)
 {
@@ -108,8 +117,8 @@ static struct gen_decision decide(const struct gen_view *me, const struct gen_vi
 			i_src = me->primary;
 		else if (me->crashed_primary != peer->crashed_primary)
 			i_src = me->crashed_primary;
-		else if (me->outdated != peer->outdated)
-			i_src = !me->outdated;
+		else if (standing(me) != standing(peer))
+			i_src = standing(me) > standing(peer);
 		else
 			i_src = me_first;
 		d.verdict = i_src ? GEN_SOURCE : GEN_TARGET;

@@ -32,6 +32,8 @@ struct gen_view {
 	bool crashed_primary; /* was primary when it last stopped without a clean shutdown */
 	bool has_bits;        /* its change bitmap has bits set */
 	bool outdated;        /* consistent, but it lost its primary: may lack writes */
+	bool unverified;      /* consistent, started without reaching its peer: not
+			       * known to be up to date, nor known to be outdated */
 	bool inconsistent;    /* its data is not a consistent image (an interrupted
 			       * sync target, a failed disk): never a source */
 };

@@ -27,7 +27,7 @@ const char *vol_disk_name(enum vol_disk d)
 	static const char *const n[] = {
 		[VOL_UPTODATE] = "uptodate",	 [VOL_INCONSISTENT] = "inconsistent",
 		[VOL_OUTDATED] = "outdated",	 [VOL_DISKLESS] = "diskless",
-		[VOL_FAILED] = "failed",
+		[VOL_FAILED] = "failed",	 [VOL_CONSISTENT] = "consistent",
 	};
 	return (unsigned)d < ARRAY_SIZE(n) ? n[d] : "?";
 }
@@ -72,7 +72,10 @@ void vol_set_disk(struct vol *v, enum vol_disk d)
 	 * (Synchronous, but it happens on state changes only.) */
 	f = v->md->sb.flags & ~(TANDEM_MD_F_UPTODATE | TANDEM_MD_F_CONSISTENT | TANDEM_MD_F_FAILED);
 	switch (d) {
-	case VOL_UPTODATE: f |= TANDEM_MD_F_UPTODATE | TANDEM_MD_F_CONSISTENT; break;
+	case VOL_UPTODATE:
+	case VOL_CONSISTENT: /* up to date when last known; every start checks again */
+		f |= TANDEM_MD_F_UPTODATE | TANDEM_MD_F_CONSISTENT;
+		break;
 	case VOL_OUTDATED: f |= TANDEM_MD_F_CONSISTENT; break;
 	case VOL_FAILED: f |= TANDEM_MD_F_FAILED; break;
 	default: break;
@@ -464,6 +467,8 @@ int vol_open(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned ni
 		uint32_t f = v->md->sb.flags;
 		if ((f & TANDEM_MD_F_FAILED) || (cv->nnodes == 1 && !(f & TANDEM_MD_F_UPTODATE)))
 			v->disk = VOL_FAILED;
+		else if ((f & TANDEM_MD_F_UPTODATE) && cv->nnodes > 1 && !v->md->created)
+			v->disk = VOL_CONSISTENT; /* R9: until a connect says more */
 		else if (f & TANDEM_MD_F_UPTODATE)
 			v->disk = VOL_UPTODATE;
 		else if (f & TANDEM_MD_F_CONSISTENT)

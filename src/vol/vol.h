@@ -35,7 +35,19 @@
 struct repl;
 
 enum vol_role { VOL_SECONDARY = 0, VOL_PRIMARY };
-enum vol_disk { VOL_UPTODATE = 0, VOL_INCONSISTENT, VOL_OUTDATED, VOL_DISKLESS, VOL_FAILED };
+/* VOL_CONSISTENT: a replicated disk that was up to date when its node last
+ * ran, and has not reached its peer since this start (R9): it may lack
+ * writes the peer acknowledged meanwhile, so it is not promoted without
+ * --force (or, later, the witness) until a connect says it is up to date. */
+enum vol_disk {
+	VOL_UPTODATE = 0,
+	VOL_INCONSISTENT,
+	VOL_OUTDATED,
+	VOL_DISKLESS,
+	VOL_FAILED,
+	VOL_CONSISTENT,
+	VOL_DISK_MAX = VOL_CONSISTENT
+};
 
 const char *vol_role_name(enum vol_role r);
 const char *vol_disk_name(enum vol_disk d);

@@ -104,7 +104,7 @@ static void check_fields(const struct repl_msg *m, const uint8_t *body, uint32_t
 		CHECK(m->len == sizeof(*s));
 		CHECK(s->size > 0 && s->size % 4096 == 0);
 		CHECK(g >= 4096 && g <= (64u << 20) && (g & (g - 1)) == 0);
-		CHECK(s->role <= REPL_ROLE_PRIMARY && s->disk <= 4);
+		CHECK(s->role <= REPL_ROLE_PRIMARY && s->disk <= 5);
 		CHECK(!(s->flags & ~REPL_ST_KNOWN) && !s->reserved0 && !s->reserved1);
 		break;
 	}

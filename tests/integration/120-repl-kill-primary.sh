@@ -5,7 +5,7 @@
 # has arrived. b is frozen (SIGSTOP) 0.3 s before a dies: every
 # acknowledged write must already be in b's data area (sync: acknowledged
 # only once both have it), and in a's. Then b runs on and notices the loss;
-# a restarts as secondary, is promoted back (its disk is uptodate), resyncs
+# a restarts as secondary (consistent, then uptodate once it reaches b), is promoted back, resyncs
 # the regions that were in flight to b, and then every acknowledged write
 # reads back through NBD on a and from b's data area, and both data areas
 # are equal.
@@ -181,10 +181,13 @@ wait_for b "p['connection'] != 'connected'" $((PEER_TIMEOUT + 10))
 python3 "$T/nbdw.py" check - "$T/acked" "$BS" "$T/a/vol0.img" ||
 	fail "acknowledged writes are missing in a's data area after its crash"
 
-# a comes back as secondary, and is promoted back: its disk is uptodate.
+# a comes back as secondary with its disk consistent (it has not reached b
+# yet); the connect to b (outdated) makes it uptodate, and it is promoted back.
 start a
 [ "$(jfield a "v['role']")" = secondary ] || fail "a restarted as $(jfield a "v['role']"), expected secondary"
-[ "$(jfield a "v['disk']")" = uptodate ] || fail "a restarted with disk $(jfield a "v['disk']")"
+tail -n 20 "$T/a.log" | grep -q "volume vol0: secondary, consistent," ||
+	fail "a did not restart with its disk consistent"
+wait_for a "v['disk'] == 'uptodate'" 30
 ctl_on a primary vol0 >"$T/promote.out" 2>&1 ||
 	{ cat "$T/promote.out" >&2; fail "the daemon refused to promote a (disk uptodate) after its restart"; }
 [ "$(jfield a "v['role']")" = primary ] || fail "a is not primary after 'primary vol0'"

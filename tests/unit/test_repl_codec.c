@@ -1161,9 +1161,10 @@ static void test_state_role_disk(void **state)
 	(void)state;
 	REJECT_BODY(w_state, B_OFF(repl_state, role), 1, 2);
 	REJECT_BODY(w_state, B_OFF(repl_state, role), 1, 0xff);
-	REJECT_BODY(w_state, B_OFF(repl_state, disk), 1, 5);
+	REJECT_BODY(w_state, B_OFF(repl_state, disk), 1, 6);
 	REJECT_BODY(w_state, B_OFF(repl_state, disk), 1, 0xff);
 	ACCEPT(w_state, B_OFF(repl_state, role), 1, REPL_ROLE_SECONDARY);
+	ACCEPT(w_state, B_OFF(repl_state, disk), 1, 5); /* consistent */
 	ACCEPT(w_state, B_OFF(repl_state, disk), 1, 0);
 }
 

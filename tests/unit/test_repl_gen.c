@@ -345,6 +345,7 @@ static void random_view(uint64_t *s, struct gen_view *v)
 	v->has_bits = rng_next(s) % 2;
 	v->inconsistent = rng_next(s) % 4 == 0;
 	v->outdated = !v->inconsistent && rng_next(s) % 3 == 0;
+	v->unverified = !v->inconsistent && !v->outdated && rng_next(s) % 3 == 0;
 }
 
 static void print_view(const char *tag, const struct gen_view *v)
@@ -406,6 +407,23 @@ static void test_equal_uptodate_over_outdated(void **state)
 	a.outdated = true;
 	assert_int_equal(gen_decide(&a, &b, true).verdict, GEN_TARGET);
 	assert_int_equal(gen_decide(&b, &a, false).verdict, GEN_SOURCE);
+}
+
+/* Same generation, bits set, two secondaries: a side that restarted since
+ * (unverified: its "up to date" is only what it was when it stopped) loses
+ * to one that kept up, and wins over one known to be outdated. */
+static void test_equal_standing_of_unverified(void **state)
+{
+	struct gen_view a = view(G_A, 0), b = view(G_A, 0);
+	(void)state;
+
+	a.has_bits = true;
+	a.unverified = true;
+	assert_int_equal(gen_decide(&a, &b, true).verdict, GEN_TARGET);
+	assert_int_equal(gen_decide(&b, &a, false).verdict, GEN_SOURCE);
+	b.outdated = true;
+	assert_int_equal(gen_decide(&a, &b, false).verdict, GEN_SOURCE);
+	assert_int_equal(gen_decide(&b, &a, true).verdict, GEN_TARGET);
 }
 
 /* An inconsistent side (an interrupted sync target) is never the source. */
@@ -478,6 +496,7 @@ int main(void)
 		cmocka_unit_test(test_symmetry_crossed_bitmaps),
 		cmocka_unit_test(test_inconsistent_never_source),
 		cmocka_unit_test(test_equal_uptodate_over_outdated),
+		cmocka_unit_test(test_equal_standing_of_unverified),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
