@@ -174,6 +174,7 @@ struct repl {
 	uint64_t rs_cap;              /* resync-rate: bytes/s, 0 = auto */
 	double rs_tokens;             /* token bucket for rs_cap */
 	uint64_t rs_tokens_ns;
+	uint64_t rs_hold_ns;          /* no resync requests before this (the peer failed one) */
 	struct ev_deferred rs_kick, drop_kick;
 	/* keepalive and cleaner */
 	struct ev_timer tick;
@@ -915,6 +916,17 @@ static void oos_mark(struct repl *r, uint64_t off, uint64_t len)
 	}
 }
 
+/* Every extent of the activity log is marked (what a peer may not have made
+ * durable), and no run in flight there may clear it. */
+static void al_mark(struct repl *r)
+{
+	struct list *pos, *tmp;
+
+	bm_al_to_oos(r->bm);
+	list_for_each_safe(pos, tmp, &r->rs_runs)
+		run_spoil_all(r, container_of(pos, struct rsrun, link));
+}
+
 static void run_put(struct repl *r, struct rsrun *run)
 {
 	uint64_t gran = bm_granularity(r->bm), n;
@@ -1085,6 +1097,13 @@ static void rs_step(struct repl *r, struct rsreq *q)
 	if (q->ares == 0)
 		rsctl_rs_acked(&r->ctl, q->zero ? 0 : q->acked_ns - q->sent_ns,
 			       q->zero ? 64 : q->io.len, q->acked_ns);
+	else if (q->ares < 0 && q->ares != -ECONNRESET && live && !r->rs_hold_ns) {
+		/* The peer could not write it (a full disk, say): tried again
+		 * in a second rather than at once, over and over. */
+		log_warn("volume %s: %s failed a resync write: %s; retrying in 1 s", r->v->name,
+			 peer_name(r), strerror(-q->ares));
+		r->rs_hold_ns = ev_now(r->ev) + 1000000000ull;
+	}
 	rs_end(r, q, q->ares == 0);
 }
 
@@ -1278,6 +1297,12 @@ static void rs_pump_resync(struct repl *r)
 {
 	uint64_t scanned = 0;
 
+	if (r->rs_hold_ns) {
+		if (ev_now(r->ev) < r->rs_hold_ns)
+			return; /* the tick kicks again */
+		r->rs_hold_ns = 0;
+	}
+
 	for (;;) {
 		struct rsrun *run = r->rs_run;
 		uint64_t len;
@@ -1310,10 +1335,42 @@ static void rs_pump_resync(struct repl *r)
 		rs_finish(r);
 }
 
+/* The marked regions go to the connected peer now, from this node's data,
+ * without a new handshake (RS_START: the peer becomes sync target). */
+static void rs_start_live(struct repl *r)
+{
+	uint8_t b[64];
+
+	send_small(r->conn, b, repl_enc_gen(b, REPL_RS_START, sb(r)->gen_current, 0));
+	r->rs_total = bm_oos_count(r->bm);
+	r->rs_done_bytes = r->rs_sent_bytes = r->rs_zero_bytes = r->rs_same_bytes = 0;
+	r->rs_cursor = 0;
+	r->peer.disk = VOL_INCONSISTENT;
+	set_rs(r, RR_SYNCSOURCE);
+	ev_defer(r->ev, &r->rs_kick);
+}
+
+/* R10: the peer failed a write or a flush of ours. It marked its disk
+ * inconsistent before answering; here the regions are marked and copied to
+ * it again (now, or on the next connect). */
+static void peer_failed(struct repl *r)
+{
+	r->peer.disk = VOL_INCONSISTENT;
+	if (r->rs == RR_SYNCSOURCE || r->vfy == VFY_RUNNING || !peer_ready(r))
+		return; /* the running resync, or the one after verify, copies them */
+	if (r->rs == RR_ESTABLISHED && (r->features & REPL_FEAT_RESYNC2) &&
+	    r->peer.role != REPL_ROLE_PRIMARY) {
+		bm_flush(r->bm, NULL);
+		rs_start_live(r);
+		return;
+	}
+	gen_branch(r);
+	ev_defer(r->ev, &r->drop_kick); /* a new handshake resyncs them */
+}
+
 static void vfy_finish(struct repl *r)
 {
 	char extra[192];
-	uint8_t b[64];
 
 	r->vfy = VFY_DONE;
 	r->vfy_t1 = ev_now(r->ev);
@@ -1327,7 +1384,8 @@ static void vfy_finish(struct repl *r)
 		 (unsigned long long)r->vfy_bytes);
 	vol_event(r->v, "verify", "running", "done", extra);
 	vol_event(r->v, "replication", "verifying", "established", NULL);
-	if (!r->vfy_ranges)
+	/* (regions a peer error marked meanwhile are copied too: R10) */
+	if (!r->vfy_ranges && !bm_oos_count(r->bm))
 		return;
 	bm_flush(r->bm, NULL);
 	if (r->peer.role == REPL_ROLE_PRIMARY || !(r->features & REPL_FEAT_RESYNC2)) {
@@ -1336,14 +1394,7 @@ static void vfy_finish(struct repl *r)
 			 r->v->name);
 		return;
 	}
-	/* The marked regions go to the peer now, from this node's data. */
-	send_small(r->conn, b, repl_enc_gen(b, REPL_RS_START, sb(r)->gen_current, 0));
-	r->rs_total = bm_oos_count(r->bm);
-	r->rs_done_bytes = r->rs_sent_bytes = r->rs_zero_bytes = r->rs_same_bytes = 0;
-	r->rs_cursor = 0;
-	r->peer.disk = VOL_INCONSISTENT;
-	set_rs(r, RR_SYNCSOURCE);
-	ev_defer(r->ev, &r->rs_kick);
+	rs_start_live(r);
 }
 
 static uint64_t vfy_chunk(struct repl *r)
@@ -1519,6 +1570,23 @@ static void apply_rescan(struct rconn *c)
 	}
 }
 
+/* R10: a write, resync piece or flush of the primary failed here: this disk
+ * lacks what the primary acknowledged, so it is inconsistent (persisted
+ * before the answer goes out) until a resync completes, and the primary
+ * hears of it. */
+static void apply_failed(struct repl *r, struct rconn *c, const struct rapply *a, int res)
+{
+	if (r->v->disk == VOL_UPTODATE || r->v->disk == VOL_CONSISTENT ||
+	    r->v->disk == VOL_OUTDATED) {
+		log_warn("volume %s: %s of %llu bytes at %llu from %s failed here: %s", r->v->name,
+			 a->type == REPL_FLUSH ? "flush" : "write", (unsigned long long)a->io.len,
+			 (unsigned long long)a->io.off, c->peer_node, strerror(-res));
+		vol_set_disk(r->v, VOL_INCONSISTENT);
+	}
+	if (c == r->conn && conn_usable(c) && c->stage == ST_RUN)
+		send_state(c);
+}
+
 static void apply_done(struct vol_io *io, int res)
 {
 	struct rapply *a = container_of(io, struct rapply, io);
@@ -1540,6 +1608,8 @@ static void apply_done(struct vol_io *io, int res)
 		digest_of(a->io.buf, a->io.len, d);
 		res = memcmp(d, a->digest, REPL_DIGEST_LEN) ? REPL_ACK_DIFFERS : 0;
 	}
+	if (res < 0 && c->r && a->type != REPL_CSUM)
+		apply_failed(c->r, c, a, res);
 	ack_add(c, a->seq, res);
 	if (a->io.buf)
 		bufpool_put(&c->r->pool, a->io.buf, a->io.len);
@@ -1954,19 +2024,19 @@ static int handle_msg(struct rconn *c, const uint8_t *body)
 					io->rep.peer_ok = true;
 				} else {
 					/* The peer lacks this write (or, for a failed
-					 * FLUSH, any write not yet durable there): a
-					 * new generation that it does not have. */
-					log_warn("volume %s: %s failed a %s: %s", r->v->name,
-						 c->peer_node,
-						 io->type == BS_FLUSH ? "flush" : "write",
-						 strerror(-res));
-					gen_branch(r);
-					if (io->type == BS_FLUSH) {
-						bm_al_to_oos(r->bm);
-						oos_mark(r, 0, r->v->size);
-					} else {
+					 * FLUSH, what it had not made durable: the
+					 * extents of the activity log), R10. */
+					if (r->peer.disk != VOL_INCONSISTENT)
+						log_warn("volume %s: %s failed a %s: %s; it is not "
+							 "up to date until that is resynced",
+							 r->v->name, c->peer_node,
+							 io->type == BS_FLUSH ? "flush" : "write",
+							 strerror(-res));
+					if (io->type == BS_FLUSH)
+						al_mark(r);
+					else
 						oos_mark(r, io->off, io->len);
-					}
+					peer_failed(r);
 				}
 				fg_put(r, io);
 			} else if (io->rep.kind == K_RS) {
@@ -2421,8 +2491,8 @@ static void tick(struct ev_timer *t)
 			send_small(c, b, repl_enc_ping(b, REPL_PING, ++r->ping_cookie));
 		}
 	}
-	if (r->rs == RR_SYNCSOURCE && r->rs_cap)
-		ev_defer(r->ev, &r->rs_kick); /* the token bucket refills */
+	if (r->rs == RR_SYNCSOURCE && (r->rs_cap || r->rs_hold_ns))
+		ev_defer(r->ev, &r->rs_kick); /* the token bucket refills, a hold ends */
 	if ((r->rs == RR_SYNCSOURCE || r->rs == RR_SYNCTARGET || r->vfy == VFY_RUNNING) &&
 	    now - r->last_progress_ns >= 1000000000ull) {
 		struct repl_status st;

@@ -51,6 +51,11 @@
  *       source), so a node that missed its peer's writes is never promoted
  *       without --force; the tie-break of two secondaries ranks uptodate
  *       over consistent over outdated.
+ *  R10. A write, resync piece or flush of the primary that fails on the
+ *       secondary makes the secondary's disk inconsistent (persisted before
+ *       it answers); the primary marks the regions (a failed flush: every
+ *       extent of the activity log, not the volume) and copies them to it
+ *       again at once (RS_START), or on the next connect.
  * Owns: the connection(s) of its volume, the change bitmap.
  * Never: serves front-end I/O by itself (the volume calls repl_submit). */
 #ifndef TANDEM_REPL_H

@@ -27,6 +27,7 @@ export T
 cd "$T"
 PIDS=()      # every background pid this test started
 NODE_PID=""  # the running tandemd, if any
+AT_EXIT=()   # commands run at exit once the processes are gone (umount ...)
 
 log() { printf '%s: %s\n' "$TEST_NAME" "$*" >&2; }
 
@@ -77,6 +78,9 @@ _cleanup()
 		done
 		alive "$p" && kill -KILL "$p" 2>/dev/null
 		wait "$p" 2>/dev/null
+	done
+	for p in "${AT_EXIT[@]}"; do
+		eval "$p"
 	done
 	if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ] && [ -s "$T/a.log" ]; then
 		echo "--- tail of $T/a.log ---" >&2

@@ -174,13 +174,13 @@ wait_connected()
 }
 
 # Both data areas equal byte for byte (after wait-sync on both). Prints the
-# first differing regions when they are not.
+# first differing regions when they are not. IMG_A, IMG_B: other image paths.
 compare_replicas()
 {
 	local sz
 	ctl_on a wait-sync vol0 --timeout "${1:-60}" || fail "a: wait-sync did not succeed"
 	ctl_on b wait-sync vol0 --timeout "${1:-60}" || fail "b: wait-sync did not succeed"
-	python3 - "$T/a/vol0.img" "$T/b/vol0.img" "${VOL_SIZE_BYTES:-0}" <<'EOF' || fail "the replicas differ"
+	python3 - "${IMG_A:-$T/a/vol0.img}" "${IMG_B:-$T/b/vol0.img}" "${VOL_SIZE_BYTES:-0}" <<'EOF' || fail "the replicas differ"
 import sys
 a, b = open(sys.argv[1], 'rb'), open(sys.argv[2], 'rb')
 off, bad, chunk = 0, [], 1 << 20
