@@ -416,6 +416,14 @@ uint64_t bm_clean_prepare(struct bm *bm, const uint64_t *busy)
 	return n;
 }
 
+bool bm_al_empty(const struct bm *bm)
+{
+	for (uint64_t j = 0; j < bm->al_words; j++)
+		if (bm->al[j])
+			return false;
+	return true;
+}
+
 static void clean_al(struct bm_waiter *w, int err)
 {
 	struct bm *bm = container_of(w, struct bm, clean_w);

@@ -89,6 +89,8 @@ int64_t bm_next_oos(const struct bm *bm, uint64_t from);
  * idle; it returns how many it picked. commit clears those still untouched,
  * writes the bitmap, then clears the AL bits (B3) and runs w (optional). */
 uint64_t bm_clean_prepare(struct bm *bm, const uint64_t *busy);
+/* No extent in the activity log: every write was flushed on both nodes. */
+bool bm_al_empty(const struct bm *bm);
 void bm_clean_commit(struct bm *bm, struct bm_waiter *w);
 void bm_mark_range(uint64_t *words, const struct bm *bm, uint64_t off, uint64_t len);
 

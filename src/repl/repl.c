@@ -180,7 +180,7 @@ struct repl {
 	struct ev_timer tick;
 	uint64_t last_ping_ns, last_clean_ns, last_progress_ns, ping_cookie;
 	uint64_t *busy;
-	bool cleaning;
+	bool cleaning, clean_failed;
 	unsigned clean_parts;
 	struct vol_io clean_local, clean_peer;
 	struct bm_waiter clean_w;
@@ -2026,7 +2026,7 @@ static int handle_msg(struct rconn *c, const uint8_t *body)
 					/* The peer lacks this write (or, for a failed
 					 * FLUSH, what it had not made durable: the
 					 * extents of the activity log), R10. */
-					if (r->peer.disk != VOL_INCONSISTENT)
+					if (r->rs != RR_SYNCSOURCE) /* once, not per write */
 						log_warn("volume %s: %s failed a %s: %s; it is not "
 							 "up to date until that is resynced",
 							 r->v->name, c->peer_node,
@@ -2402,10 +2402,12 @@ static void clean_part_done(struct vol_io *io, int res)
 		io->rep.lres = res;
 	if (--r->clean_parts)
 		return;
-	if (r->clean_local.rep.lres == 0 && r->clean_peer.rep.lres == 0)
+	if (r->clean_local.rep.lres == 0 && r->clean_peer.rep.lres == 0) {
 		bm_clean_commit(r->bm, &r->clean_w);
-	else
+	} else {
+		r->clean_failed = true;
 		r->cleaning = false;
+	}
 }
 
 static void clean_committed(struct bm_waiter *w, int err)
@@ -2449,6 +2451,7 @@ static void clean_start(struct repl *r)
 		return;
 	peer = r->v->role == VOL_PRIMARY;
 	r->cleaning = true;
+	r->clean_failed = false;
 	r->clean_parts = 2;
 	r->clean_w.cb = clean_committed;
 	memset(&r->clean_local, 0, sizeof(r->clean_local));
@@ -2761,6 +2764,29 @@ int repl_promote(struct repl *r, bool force, char *msg, size_t len)
 	return 0;
 }
 
+/* R11: before a primary steps down, every write the peer acknowledged is
+ * made durable there and here: the cleaner's FLUSH on both nodes, pass after
+ * pass, until the activity log is empty. The peer, once primary, then never
+ * holds an acknowledged write of ours only in a volatile cache with nothing
+ * recording it. A flush that fails marks the extents out of sync instead
+ * (and the peer marked itself inconsistent, R10). */
+static bool demote_flushed(struct repl *r)
+{
+	if (!r->conn || r->conn->stage != ST_RUN || !peer_ready(r) || bm_al_empty(r->bm))
+		return true;
+	if (r->cleaning)
+		return false;
+	if (r->clean_failed) {
+		log_warn("volume %s: flushing before the role change failed; the activity log's "
+			 "extents are out of sync",
+			 r->v->name);
+		al_mark(r);
+		return true;
+	}
+	clean_start(r);
+	return false;
+}
+
 int repl_demote(struct repl *r, char *msg, size_t len)
 {
 	struct vol *v = r->v;
@@ -2772,8 +2798,10 @@ int repl_demote(struct repl *r, char *msg, size_t len)
 	if (handshaking(r))
 		return -EAGAIN;
 	v->demoting = true;
-	if (v->inflight)
+	if (v->inflight || !demote_flushed(r))
 		return -EAGAIN;
+	if (r->conn && r->conn->stage == ST_RUN)
+		log_info("volume %s: written data is durable on both nodes", v->name);
 	v->role = VOL_SECONDARY;
 	v->demoting = false;
 	v->md->sb.flags &= ~TANDEM_MD_F_PRIMARY;

@@ -56,6 +56,10 @@
  *       it answers); the primary marks the regions (a failed flush: every
  *       extent of the activity log, not the volume) and copies them to it
  *       again at once (RS_START), or on the next connect.
+ *  R11. A primary steps down only once its activity log is empty (a FLUSH
+ *       on both nodes), or, when that flush fails, its extents are marked
+ *       out of sync: nothing the peer acknowledged is left only in the
+ *       peer's volatile cache when the peer becomes primary.
  * Owns: the connection(s) of its volume, the change bitmap.
  * Never: serves front-end I/O by itself (the volume calls repl_submit). */
 #ifndef TANDEM_REPL_H
