@@ -370,7 +370,8 @@ static void gen_rotate(struct repl *r, struct rconn *c)
 	g = md_new_gen();
 	gen_push_history(sb(r)->gen_history, sb(r)->gen_current);
 	sb(r)->gen_current = g;
-	vol_md_write(r->v);
+	if (vol_md_write(r->v))
+		return; /* the disk is failed (V4): nothing to tell the peer */
 	send_small(c, b, repl_enc_gen(b, REPL_SET_GEN, g, GEN_EMPTY));
 }
 
@@ -1281,7 +1282,10 @@ static void rs_finish(struct repl *r)
 
 	gen_push_history(sb(r)->gen_history, sb(r)->gen_bitmap);
 	sb(r)->gen_bitmap = GEN_NONE;
-	vol_md_write(r->v);
+	if (vol_md_write(r->v)) { /* the disk is failed (V4) */
+		conn_fail(r->conn, "the end of the resync could not be recorded");
+		return;
+	}
 	send_small(r->conn, b, repl_enc_gen(b, REPL_RS_DONE, sb(r)->gen_current, 0));
 	log_info("volume %s: resync to %s done: %llu bytes (%llu sent as data, %llu as zero "
 		 "extents, %llu found equal by digest)",
@@ -1866,7 +1870,10 @@ static void rs_done_flushed(struct vol_io *io, int res)
 	sb(r)->gen_current = gen;
 	sb(r)->gen_bitmap = GEN_NONE;
 	bm_clear_all_oos(r->bm);
-	vol_md_write(r->v);
+	if (vol_md_write(r->v)) { /* the disk is failed (V4) */
+		conn_fail(c, "the end of the resync could not be recorded");
+		return;
+	}
 	vol_set_disk(r->v, VOL_UPTODATE);
 	log_info("volume %s: resync from %s done", r->v->name, peer_name(r));
 	set_rs(r, RR_ESTABLISHED);
@@ -2165,7 +2172,10 @@ static int handle_msg(struct rconn *c, const uint8_t *body)
 		}
 		gen_push_history(sb(r)->gen_history, sb(r)->gen_current);
 		sb(r)->gen_current = m->u.gen.gen_current;
-		vol_md_write(r->v);
+		if (vol_md_write(r->v)) { /* the disk is failed now (V4) */
+			conn_fail(c, "the new generation could not be recorded");
+			return -1;
+		}
 		return 0;
 	default:
 		break;
@@ -2594,7 +2604,11 @@ int repl_new(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned se
 		m->bm_offset = TANDEM_MD_BITMAP_OFFSET;
 		m->bm_granularity = (uint32_t)cv->bitmap_granularity;
 		m->bm_bytes = bm_bytes_on_disk(v->size, m->bm_granularity);
-		vol_md_write(v);
+		if (vol_md_write(v)) {
+			snprintf(err, errlen, "volume %s: writing metadata failed", v->name);
+			free(r);
+			return -EIO;
+		}
 	} else if (m->bm_granularity != cv->bitmap_granularity) {
 		log_warn("volume %s: bitmap-granularity %llu configured, but the metadata has %u; "
 			 "keeping %u",
@@ -2686,9 +2700,12 @@ void repl_free(struct repl *r)
 	ev_undefer(r->ev, &r->drop_kick);
 	if (r->dial_fd >= 0)
 		close(r->dial_fd);
-	/* The AL may only be emptied once the data it covers is durable. */
-	if (r->v->bs->ops->sync(r->v->bs) < 0 || bm_sync(r->bm))
+	/* The AL may only be emptied once the data it covers is durable; a
+	 * bitmap that could not be written keeps the metadata unclean (V4). */
+	if (r->v->bs->ops->sync(r->v->bs) < 0 || bm_sync(r->bm)) {
 		log_err("volume %s: could not write the change bitmap", r->v->name);
+		r->v->md_failed = true;
+	}
 	bm_free(r->bm);
 	free(r->slots);
 	free(r->busy);
@@ -2751,10 +2768,14 @@ int repl_promote(struct repl *r, bool force, char *msg, size_t len)
 			conn_abort(r->conn);
 		vol_set_disk(v, VOL_UPTODATE);
 	}
+	v->md->sb.flags |= TANDEM_MD_F_PRIMARY;
+	if (vol_md_write(v)) { /* the disk is failed (V4) */
+		v->md->sb.flags &= ~TANDEM_MD_F_PRIMARY;
+		snprintf(msg, len, "volume %s: writing metadata failed; the disk is failed", v->name);
+		return -EIO;
+	}
 	v->role = VOL_PRIMARY;
 	v->demoting = false;
-	v->md->sb.flags |= TANDEM_MD_F_PRIMARY;
-	vol_md_write(v);
 	if (peer_ready(r))
 		gen_rotate(r, r->conn);
 	log_info("volume %s: role secondary -> primary", v->name);
@@ -2936,7 +2957,10 @@ int repl_invalidate(struct repl *r, char *msg, size_t len)
 		 peer_name(r));
 	sb(r)->gen_current = GEN_NONE;
 	sb(r)->gen_bitmap = GEN_NONE;
-	vol_md_write(v);
+	if (vol_md_write(v)) {
+		snprintf(msg, len, "volume %s: writing metadata failed; the disk is failed", v->name);
+		return -EIO;
+	}
 	vol_set_disk(v, VOL_INCONSISTENT);
 	r->split_brain = false;
 	r->error[0] = '\0';

@@ -32,11 +32,19 @@ const char *vol_disk_name(enum vol_disk d)
 	return (unsigned)d < ARRAY_SIZE(n) ? n[d] : "?";
 }
 
+/* V4: a state that cannot be recorded cannot be relied on: a failed
+ * metadata write fails the disk (no more I/O, never promoted, never a sync
+ * source) and keeps the metadata from being marked clean, so that the next
+ * start recovers from the activity log as after a crash. */
 int vol_md_write(struct vol *v)
 {
 	int r = md_write(v->md);
-	if (r)
-		log_err("volume %s: writing metadata: %s", v->name, strerror(-r));
+	if (r) {
+		log_err("volume %s: writing metadata: %s; the disk is failed", v->name,
+			strerror(-r));
+		v->md_failed = true;
+		vol_set_disk(v, VOL_FAILED);
+	}
 	return r;
 }
 
@@ -60,8 +68,8 @@ void vol_set_disk(struct vol *v, enum vol_disk d)
 {
 	uint32_t f;
 
-	if (v->disk == d)
-		return;
+	if (v->disk == d || (v->md_failed && v->disk == VOL_FAILED))
+		return; /* V4: a disk whose metadata failed stays failed */
 	log_warn("volume %s: disk %s -> %s", v->name, vol_disk_name(v->disk), vol_disk_name(d));
 	vol_event(v, "disk", vol_disk_name(v->disk), vol_disk_name(d), NULL);
 	v->disk = d;
@@ -347,6 +355,10 @@ void vol_local(struct vol *v, struct vol_io *io, void (*done)(struct vol_io *io,
 	io->bio.buf = io->buf;
 	io->bio.cb = bio_done;
 	io->bio.op.cb = NULL; /* the store sets its own */
+	if (v->disk == VOL_FAILED) { /* no I/O to a failed disk */
+		bs_complete_later(v->ev, &io->bio, -EIO);
+		return;
+	}
 	bs_submit(v->bs, &io->bio);
 }
 
@@ -523,7 +535,11 @@ void vol_close(struct vol *v)
 		log_warn("volume %s: final flush failed", v->name);
 		vol_set_disk(v, VOL_FAILED);
 	}
-	if (v->md && v->disk != VOL_FAILED && v->inflight == 0) {
+	if (v->md && v->md_failed)
+		log_err("volume %s: metadata not marked clean (a write of it failed): the next "
+			"start recovers as after a crash",
+			v->name);
+	else if (v->md && v->disk != VOL_FAILED && v->inflight == 0) {
 		v->md->sb.flags |= TANDEM_MD_F_CLEAN;
 		if (md_write(v->md))
 			log_warn("volume %s: could not mark metadata clean", v->name);

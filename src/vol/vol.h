@@ -18,6 +18,10 @@
  *       overlapping ones; a lock waits for overlapping writes in flight.
  *       A parked write waits only for locks granted or requested before it
  *       (tickets), so a stream of locks cannot starve it, nor it them.
+ *   V4. A metadata write that fails (superblock or change bitmap) fails the
+ *       disk for good (vol_local refuses I/O to a failed disk) and the
+ *       metadata is then never marked clean: the next start takes every
+ *       activity-log extent as out of sync, as after a crash.
  */
 #ifndef TANDEM_VOL_H
 #define TANDEM_VOL_H
@@ -97,6 +101,8 @@ struct vol {
 	uint64_t ticket;      /* last ticket handed to a lock or a parked write */
 	bool crashed;         /* did not shut down cleanly last time */
 	bool crashed_primary; /* ... and was primary then */
+	bool md_failed;       /* a metadata write failed: the disk is failed, and the
+			       * metadata is never marked clean (V4) */
 };
 
 /* Per-request replication state, used only by src/repl. */
