@@ -294,8 +294,71 @@ static void fail_async(struct vol *v, struct vol_io *io, int err)
 	bs_complete_later(v->ev, &io->bio, err);
 }
 
+/* A trim or zeroing larger than one replication message carries (a 6 GiB
+ * UNMAP descriptor, a WRITE SAME of the whole medium) runs as pieces of
+ * SPLIT_MAX, each its own request; the request completes once all did, with
+ * the first error. */
+#define SPLIT_MAX (1ull << 30)
+
+struct split;
+struct split_kid {
+	struct vol_io io;
+	struct split *sp;
+};
+struct split {
+	struct vol_io *parent;
+	unsigned left;
+	int res;
+	struct split_kid kids[];
+};
+
+static void split_done(struct vol_io *io, int res)
+{
+	struct split *sp = container_of(io, struct split_kid, io)->sp;
+
+	if (res && !sp->res)
+		sp->res = res;
+	if (--sp->left)
+		return;
+	io = sp->parent;
+	res = sp->res;
+	free(sp);
+	io->cb(io, res);
+}
+
+static bool split_submit(struct vol *v, struct vol_io *io)
+{
+	uint64_t n = (io->len + SPLIT_MAX - 1) / SPLIT_MAX;
+	struct split *sp;
+
+	if (io->off > v->size || io->len > v->size - io->off)
+		return false; /* refused whole, as any request out of range */
+	sp = calloc(1, sizeof(*sp) + n * sizeof(sp->kids[0]));
+	if (!sp)
+		return false;
+	sp->parent = io;
+	sp->left = (unsigned)n;
+	for (uint64_t i = 0; i < n; i++) {
+		struct vol_io *k = &sp->kids[i].io;
+		sp->kids[i].sp = sp;
+		k->type = io->type;
+		k->flags = io->flags;
+		k->off = io->off + i * SPLIT_MAX;
+		k->len = MIN(SPLIT_MAX, io->len - i * SPLIT_MAX);
+		k->lock = io->lock;
+		k->cb = split_done;
+	}
+	io->vol = v;
+	for (uint64_t i = 0; i < n; i++)
+		submit(v, &sp->kids[i].io, 0);
+	return true;
+}
+
 void vol_submit(struct vol *v, struct vol_io *io)
 {
+	if (v->repl && (io->type == BS_TRIM || io->type == BS_ZERO) && io->len > SPLIT_MAX &&
+	    split_submit(v, io))
+		return;
 	submit(v, io, 0);
 }
 
