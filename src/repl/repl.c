@@ -484,7 +484,10 @@ static void conn_refuse(struct rconn *c, const char *fmt, ...)
 	va_end(ap);
 	log_warn("replication%s%s%s%s: refused: %s", c->r ? " of volume " : "",
 		 c->r ? c->r->v->name : "", c->peer_node[0] ? " with " : "", c->peer_node, msg);
-	if (c->r) {
+	/* Only a refusal of an authenticated peer, or of the one this node
+	 * dialed, is the volume's error (not one of anyone who can reach the
+	 * port and name the volume), as for REPL_ERROR. */
+	if (c->r && (c->got_auth || (c->dialer && c == c->r->conn))) {
 		char extra[REPL_MAX_ERROR + 64], e[REPL_MAX_ERROR + 1];
 		size_t k = 0;
 		snprintf(c->r->error, sizeof(c->r->error), "%s", msg);
