@@ -658,8 +658,6 @@ static void handle_login(struct iconn *c, const struct iscsi_bhs *h, const uint8
 		}
 		iscsi_text_add(out, "TargetPortalGroupTag", "1");
 		c->logged_in_once = true;
-		if (c->vol)
-			lu_init(c);
 		c->auth = c->discovery ? &c->srv->cfg->auth : vol_auth(c->srv, c->vol);
 	}
 	if (csg > ISCSI_STAGE_OPERATIONAL || csg == 2 ||
@@ -690,6 +688,12 @@ static void handle_login(struct iconn *c, const struct iscsi_bhs *h, const uint8
 	free(out);
 	if (transit && nsg == ISCSI_STAGE_FULL) {
 		c->st = CS_FULL;
+		/* I_T nexus and logical unit exist from here on, never before: a
+		 * login that fails (wrong CHAP secret) must not touch the LU's
+		 * state, e.g. release the SPC-2 reservation of the session with
+		 * the same initiator port name when it closes. */
+		if (c->vol)
+			lu_init(c);
 		/* digests start with the first PDU after this response */
 		c->hd = c->p.header_digest;
 		c->dd = c->p.data_digest;
@@ -1148,7 +1152,7 @@ static void ua_broadcast(struct iscsi_server *s, const struct vol *v, uint16_t a
 	struct list *pos, *tmp;
 	list_for_each_safe(pos, tmp, &s->conns) {
 		struct iconn *c = container_of(pos, struct iconn, link);
-		if (c->vol == v && !c->discovery)
+		if (c->vol == v && c->ilu)
 			ua_add(c, asc);
 	}
 }
@@ -1161,7 +1165,7 @@ static void tasks_abort_lu(struct iconn *c, uint16_t asc)
 	struct list *pos, *tmp;
 	list_for_each_safe(pos, tmp, &c->srv->conns) {
 		struct iconn *o = container_of(pos, struct iconn, link);
-		if (o->vol != c->vol || o->discovery)
+		if (o->vol != c->vol || !o->ilu)
 			continue;
 		if (asc && o != c && !list_empty(&o->tasks))
 			ua_add(o, asc);
@@ -1252,7 +1256,7 @@ static void pr_out_notify(struct iconn *c, const struct pr_state *before, const 
 		struct iconn *o = container_of(pos, struct iconn, link);
 		uint16_t asc;
 
-		if (o == c || o->vol != c->vol || o->discovery)
+		if (o == c || o->vol != c->vol || !o->ilu)
 			continue;
 		asc = pr_ua(before, after, cdb, &c->nexus, &o->nexus);
 		if (!asc)
@@ -2071,7 +2075,7 @@ static void on_closed(struct net_conn *nc)
 	struct iconn *c = container_of(nc, struct iconn, net);
 	struct list *pos, *tmp;
 
-	if (c->ilu && c->logged_in_once)
+	if (c->ilu) /* set in the full feature phase only */
 		ilu_pr_event(c, false); /* the I_T nexus is gone */
 	c->st = CS_DEAD;
 	c->net_closed = true;
