@@ -34,6 +34,11 @@
 #define NOP_IDLE_NS (5ull * 1000000000ull)  /* ping an initiator silent this long */
 #define NOP_DEAD_NS (15ull * 1000000000ull) /* drop one silent this long */
 
+/* The I_T nexus name "<InitiatorName>,i,0x<ISID>" is stored whole: two
+ * initiators are one nexus only when name and ISID are equal. */
+_Static_assert(ISCSI_NAME_MAX + sizeof(",i,0x") - 1 + 12 < PR_NAME_MAX,
+	       "an initiator port name fits struct pr_nexus");
+
 enum cstate { CS_LOGIN = 0, CS_FULL, CS_LOGOUT, CS_DEAD };
 
 /* What a logical unit keeps across commands and sessions: its reservations
@@ -637,6 +642,12 @@ static void handle_login(struct iconn *c, const struct iscsi_bhs *h, const uint8
 	if (l.bad) {
 		free(out);
 		login_fail(c, h, ISCSI_LOGIN_INIT_ERROR, l.why);
+		return;
+	}
+	if (strlen(c->initiator) > ISCSI_NAME_MAX) {
+		/* refused rather than cut: a cut name could equal another's */
+		free(out);
+		login_fail(c, h, ISCSI_LOGIN_INIT_ERROR, "InitiatorName longer than 223 bytes");
 		return;
 	}
 	if (!c->logged_in_once) {
