@@ -22,6 +22,9 @@
  *       (every slot and handshake message released).
  *   N4. At most MAX_SLOTS requests and MAX_BYTES of buffers per connection;
  *       beyond that reading pauses (backpressure, no unbounded memory).
+ *   N5. In the handshake, at most HS_MAX_QUEUED bytes of option replies wait
+ *       for the client to read them; beyond that reading pauses too, so a
+ *       client that loops over options without reading holds no more.
  */
 #include "nbd_server.h"
 
@@ -45,6 +48,7 @@
 #define MAX_EXTENTS 512
 #define KEEP_BUF (2u * 1024 * 1024) /* larger request buffers are not cached */
 #define MAX_CACHED (16u * 1024 * 1024) /* buffers kept on free slots, per connection */
+#define HS_MAX_QUEUED (256u * 1024) /* handshake replies not yet sent (N5) */
 
 enum conn_state { ST_CLIENT_FLAGS, ST_OPT, ST_XMIT, ST_DRAIN, ST_DEAD };
 
@@ -76,6 +80,7 @@ struct nbd_conn {
 	unsigned nslots, busy;
 	size_t bytes_busy;   /* buffers of busy slots (N4) */
 	size_t bytes_cached; /* buffers kept on free slots (N4) */
+	size_t hs_queued;    /* handshake messages not yet sent (N5) */
 	unsigned refs;
 	bool net_closed, disc;
 	struct ev_deferred resume, reap;
@@ -171,7 +176,10 @@ static void hs_done(struct net_tx *tx, int err)
 	struct hs_msg *m = container_of(tx, struct hs_msg, tx);
 	struct nbd_conn *c = m->c;
 	(void)err;
+	c->hs_queued -= sizeof(*m) + m->len;
 	free(m);
+	if (c->want_resume && c->hs_queued < HS_MAX_QUEUED)
+		ev_defer(c->srv->ev, &c->resume);
 	conn_unref(c);
 }
 
@@ -193,6 +201,7 @@ static void hs_send(struct nbd_conn *c, struct hs_msg *m)
 	m->tx.iovcnt = 1;
 	m->tx.done = hs_done;
 	c->refs++;
+	c->hs_queued += sizeof(*m) + m->len;
 	net_send(&c->net, &m->tx);
 }
 
@@ -798,6 +807,12 @@ static void on_rx_handshake(struct nbd_conn *c)
 			}
 			if (net_rx_avail(nc) < sizeof(struct nbd_opt_hdr) + len)
 				return;
+			if (c->hs_queued >= HS_MAX_QUEUED) {
+				/* N5: answered once the replies before it are read */
+				c->want_resume = true;
+				net_rx_pause(nc);
+				return;
+			}
 			handle_option(c, opt, p + sizeof(struct nbd_opt_hdr), len);
 			net_rx_consume(nc, sizeof(struct nbd_opt_hdr) + len);
 		}
