@@ -74,6 +74,7 @@ struct iscsi_server {
 	unsigned nvols;
 	struct list conns;
 	unsigned nconns;
+	uint64_t refused; /* connections refused at accept (limits) */
 	uint16_t next_tsih;
 	bool shutting_down;
 };
@@ -130,6 +131,8 @@ struct iconn {
 	uint16_t ua[4];
 	unsigned nua;
 	uint64_t last_rx_ns;
+	uint64_t accepted_ns;  /* the login must end handshake-timeout after */
+	char host[NET_HOST_MAX]; /* the initiator's address, for its limit */
 	bool nop_out;          /* a ping is waiting for its answer */
 	struct ev_timer nop_timer;
 	struct ev_deferred reap;
@@ -1839,6 +1842,11 @@ static void nop_tick(struct ev_timer *tm)
 
 	if (c->st == CS_DEAD)
 		return;
+	if (c->st == CS_LOGIN && ev_now(c->srv->ev) - c->accepted_ns >=
+				     (uint64_t)c->srv->cfg->handshake_timeout_ms * 1000000ull) {
+		conn_kill(c, "login not finished within handshake-timeout");
+		return;
+	}
 	if (idle >= NOP_DEAD_NS) {
 		conn_kill(c, "initiator does not answer");
 		return;
@@ -2249,12 +2257,42 @@ static const struct net_conn_ops iscsi_net_ops = {
 
 /* ---------- the server ---------- */
 
+/* Why a new connection from host is refused, or NULL: too many on this
+ * listener or from this host (max-connections, max-connections-per-address),
+ * or file descriptors running short (kept for control and replication). */
+static const char *refuse(struct iscsi_server *s, int fd, const char *host)
+{
+	struct list *pos, *tmp;
+	unsigned same = 0;
+
+	if (!net_fd_spare(fd))
+		return "file descriptors are running out";
+	if (s->nconns >= s->cfg->max_conns)
+		return "max-connections reached";
+	list_for_each_safe(pos, tmp, &s->conns)
+		if (strcmp(container_of(pos, struct iconn, link)->host, host) == 0)
+			same++;
+	if (same >= s->cfg->max_conns_per_addr)
+		return "max-connections-per-address reached";
+	return NULL;
+}
+
 static void on_accept(struct net_listener *l, int fd)
 {
 	struct iscsi_server *s = container_of(l, struct iscsi_server, lis);
 	struct iconn *c;
+	char host[NET_HOST_MAX];
+	const char *why;
 
 	if (s->shutting_down) {
+		close(fd);
+		return;
+	}
+	net_peer_host(fd, host);
+	if ((why = refuse(s, fd, host))) {
+		if (s->refused++ % 100 == 0)
+			log_warn("iscsi: refusing a connection from %s: %s (%llu refused so far)",
+				 host[0] ? host : "?", why, (unsigned long long)s->refused);
 		close(fd);
 		return;
 	}
@@ -2265,6 +2303,7 @@ static void on_accept(struct net_listener *l, int fd)
 	}
 	c->srv = s;
 	c->st = CS_LOGIN;
+	snprintf(c->host, sizeof(c->host), "%s", host);
 	c->reap.fn = conn_reap;
 	c->unhold.fn = unhold;
 	c->nop_timer.fn = nop_tick;
@@ -2284,7 +2323,7 @@ static void on_accept(struct net_listener *l, int fd)
 		conn_unref(c);
 		return;
 	}
-	c->last_rx_ns = ev_now(s->ev);
+	c->last_rx_ns = c->accepted_ns = ev_now(s->ev);
 	ev_timer_arm(s->ev, &c->nop_timer, 1000000000ull);
 }
 
