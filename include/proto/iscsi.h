@@ -87,6 +87,7 @@
 #define ISCSI_REJECT_SNACK 0x03
 #define ISCSI_REJECT_PROTOCOL 0x04
 #define ISCSI_REJECT_CMD_NOT_SUPPORTED 0x05
+#define ISCSI_REJECT_IMM_CMD 0x06 /* immediate command reject: too many immediate commands */
 #define ISCSI_REJECT_INVALID_PDU_FIELD 0x09
 #define ISCSI_REJECT_NEGOTIATION_RESET 0x0b
 

@@ -41,6 +41,7 @@ struct parse {
 	const char *text;
 	int line;
 	int cluster_line;
+	int per_addr_line; /* of max-connections-per-address, checked at the end */
 	char *err;
 	size_t errlen;
 	int failed;
@@ -235,7 +236,9 @@ static int add_ref(struct parse *p, const char *key, const char *node, const cha
 /* Key tables: a bit per key detects duplicates within a section. */
 static const char *const cluster_keys[] = { "name", "secret", "witness", "peer-timeout",
 					    "auth", "chap-user", "chap-secret", "chap-mutual-user",
-					    "chap-mutual-secret", NULL };
+					    "chap-mutual-secret", "max-connections",
+					    "max-connections-per-address", "handshake-timeout",
+					    NULL };
 static const char *const node_keys[] = { "replication", "iscsi", "nbd", "control",
 					 "data-dir", "metrics", "busy-poll",
 					 "replication-advertise", NULL };
@@ -392,6 +395,36 @@ static int handle_cluster(struct parse *p, const char *key, const char *val)
 			return -1;
 		}
 		c->peer_timeout_ms = (unsigned)(sec * 1000 + 0.5);
+		return 0;
+	}
+	if (strcmp(key, "handshake-timeout") == 0) {
+		char *end;
+		double sec;
+		errno = 0;
+		sec = strtod(val, &end);
+		if (val[0] < '0' || val[0] > '9' || errno || *end || !(sec >= 0.1 && sec <= 3600)) {
+			fail(p, p->line, key, "'%s' is not a number of seconds from 0.1 to 3600", val);
+			return -1;
+		}
+		c->handshake_timeout_ms = (unsigned)(sec * 1000 + 0.5);
+		return 0;
+	}
+	if (strcmp(key, "max-connections") == 0 || strcmp(key, "max-connections-per-address") == 0) {
+		char *end;
+		unsigned long n;
+		errno = 0;
+		n = strtoul(val, &end, 10);
+		if (val[0] < '0' || val[0] > '9' || errno || *end || n < 1 || n > CFG_MAX_CONNS_LIMIT) {
+			fail(p, p->line, key, "'%s' is not a number of connections from 1 to %d", val,
+			     CFG_MAX_CONNS_LIMIT);
+			return -1;
+		}
+		if (strlen(key) > strlen("max-connections")) {
+			c->max_conns_per_addr = (unsigned)n;
+			p->per_addr_line = p->line;
+		} else {
+			c->max_conns = (unsigned)n;
+		}
 		return 0;
 	}
 	return set_addr(p, key, val, c->witness);
@@ -618,6 +651,13 @@ static int resolve(struct parse *p)
 		fail(p, p->cluster_line, NULL, "[cluster] has no 'name'");
 		return -1;
 	}
+	if (c->max_conns_per_addr > c->max_conns) {
+		snprintf(p->section, sizeof(p->section), "cluster");
+		fail(p, p->per_addr_line ? p->per_addr_line : p->cluster_line,
+		     "max-connections-per-address", "%u is more than max-connections (%u)",
+		     c->max_conns_per_addr, c->max_conns);
+		return -1;
+	}
 	if (c->nnodes == 0) {
 		fail(p, 0, NULL, "no [node NAME] section");
 		return -1;
@@ -759,6 +799,9 @@ int cfg_parse_string(const char *text, const char *name, struct cfg **out, char 
 	p->errlen = errlen;
 	snprintf(p->cfg->path, sizeof(p->cfg->path), "%s", name);
 	p->cfg->peer_timeout_ms = CFG_PEER_TIMEOUT_DEFAULT_MS;
+	p->cfg->max_conns = CFG_MAX_CONNS_DEFAULT;
+	p->cfg->max_conns_per_addr = CFG_MAX_CONNS_PER_ADDR_DEFAULT;
+	p->cfg->handshake_timeout_ms = CFG_HANDSHAKE_TIMEOUT_DEFAULT_MS;
 	r = ini_parse_stream(reader, p, handler, p);
 	if (!p->failed && r > 0)
 		fail(p, r, NULL, "syntax error (expected [section] or key = value)");

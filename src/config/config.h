@@ -21,6 +21,12 @@
 #define CFG_MAX_VOLUMES 64
 #define CFG_PEER_TIMEOUT_DEFAULT_MS 4000
 #define CFG_BITMAP_GRANULARITY_DEFAULT (64u * 1024u)
+/* Front-end (iSCSI, NBD) connection limits, [cluster]: per listener, per
+ * client address, and the time a handshake / login may take. */
+#define CFG_MAX_CONNS_DEFAULT 256
+#define CFG_MAX_CONNS_PER_ADDR_DEFAULT 64
+#define CFG_MAX_CONNS_LIMIT 65536
+#define CFG_HANDSHAKE_TIMEOUT_DEFAULT_MS 10000
 
 enum cfg_repl { CFG_REPL_SYNC = 0, CFG_REPL_ASYNC };
 /* none: O_DIRECT, no page cache (falls back to buffered where the filesystem
@@ -77,6 +83,9 @@ struct cfg {
 	char secret[CFG_NAME_MAX * 2];
 	char witness[CFG_ADDR_MAX];
 	unsigned peer_timeout_ms; /* a silent peer is declared gone after this */
+	unsigned max_conns;          /* per front-end listener */
+	unsigned max_conns_per_addr; /* per listener and client address */
+	unsigned handshake_timeout_ms; /* NBD handshake, iSCSI login */
 	struct cfg_auth auth;     /* iSCSI: discovery, and the volumes' default */
 	unsigned nnodes, nvolumes;
 	struct cfg_node nodes[CFG_MAX_NODES];

@@ -100,7 +100,7 @@ static int start(struct node *n, char *err, size_t errlen)
 				repl_start(n->vols[i]->repl);
 	}
 	if (me->nbd[0]) {
-		r = nbd_server_new(n->ev, me->nbd, n->vols, n->nvols, &n->nbd);
+		r = nbd_server_new(n->ev, me->nbd, n->cfg, n->vols, n->nvols, &n->nbd);
 		if (r) {
 			snprintf(err, errlen, "%s: [node %s] nbd: cannot listen on %s: %s",
 				 n->cfg->path, me->name, me->nbd, strerror(-r));

@@ -29,10 +29,26 @@
 #include "iscsi_text.h"
 
 #define RXBUF (64u << 10)
+/* Limits per connection (SPEC.md "Limits per connection"). A task counts
+ * from its command's arrival until its status has left; MaxCmdSN opens only
+ * as tasks end, so an initiator that obeys the window has at most CMD_WINDOW
+ * of them, and an immediate command is refused (Reject 0x06) while that
+ * many are open. HELD_MAX bounds the memory a connection holds (task
+ * buffers and queued output): past it the connection stops reading its
+ * socket while anything it holds can drain without input from the
+ * initiator; a command whose buffer would still overshoot gets TASK SET
+ * FULL. Without this a client that sends READs and never reads its socket
+ * pins up to MAX_XFER per 48-byte PDU. */
 #define CMD_WINDOW 128u            /* commands the initiator may have outstanding */
 #define MAX_XFER (32u << 20)       /* largest data transfer of one command */
+#define HELD_MAX (64u << 20)       /* task buffers + queued output per connection */
 #define NOP_IDLE_NS (5ull * 1000000000ull)  /* ping an initiator silent this long */
 #define NOP_DEAD_NS (15ull * 1000000000ull) /* drop one silent this long */
+
+/* The I_T nexus name "<InitiatorName>,i,0x<ISID>" is stored whole: two
+ * initiators are one nexus only when name and ISID are equal. */
+_Static_assert(ISCSI_NAME_MAX + sizeof(",i,0x") - 1 + 12 < PR_NAME_MAX,
+	       "an initiator port name fits struct pr_nexus");
 
 enum cstate { CS_LOGIN = 0, CS_FULL, CS_LOGOUT, CS_DEAD };
 
@@ -58,6 +74,7 @@ struct iscsi_server {
 	unsigned nvols;
 	struct list conns;
 	unsigned nconns;
+	uint64_t refused; /* connections refused at accept (limits) */
 	uint16_t next_tsih;
 	bool shutting_down;
 };
@@ -79,6 +96,11 @@ struct iconn {
 	uint8_t isid[6];
 	uint16_t tsih;
 	uint32_t stat_sn, exp_cmd_sn;
+	uint32_t max_cmd_sn;   /* the highest MaxCmdSN sent: never decreases */
+	size_t held;           /* bytes of task buffers and queued output PDUs */
+	unsigned nout;         /* output PDUs queued, not yet sent */
+	bool rx_held;          /* reading paused: held >= HELD_MAX */
+	struct ev_deferred unhold;
 	char initiator[ISCSI_VALUE_MAX + 1];
 	/* receive */
 	struct iscsi_bhs h;
@@ -101,6 +123,7 @@ struct iconn {
 	/* tasks */
 	struct list tasks;
 	unsigned ntasks;
+	unsigned nwin;         /* tasks not answered yet: what MaxCmdSN counts */
 	uint32_t next_ttt;
 	unsigned refs;         /* outgoing PDUs and tasks in flight */
 	/* unit attentions pending for this I_T nexus (one session, one
@@ -108,6 +131,8 @@ struct iconn {
 	uint16_t ua[4];
 	unsigned nua;
 	uint64_t last_rx_ns;
+	uint64_t accepted_ns;  /* the login must end handshake-timeout after */
+	char host[NET_HOST_MAX]; /* the initiator's address, for its limit */
 	bool nop_out;          /* a ping is waiting for its answer */
 	struct ev_timer nop_timer;
 	struct ev_deferred reap;
@@ -122,6 +147,7 @@ struct task {
 	uint32_t expected;    /* expected data transfer length */
 	uint8_t cdb[ISCSI_CDB_LEN];
 	bool aborted, io_busy, r2t_out, unsol_open, owned;
+	bool in_window;       /* counted in c->nwin until its answer is queued */
 	uint8_t *buf;
 	uint32_t buf_len;
 	uint32_t want;        /* write data the initiator sends: its expected length */
@@ -129,6 +155,7 @@ struct task {
 	uint32_t r2t_end;     /* the R2T outstanding asks for data up to here */
 	uint32_t r2tsn, datasn;
 	uint32_t dout_sn;     /* DataSN the next Data-Out of this sequence carries */
+	size_t charged;       /* bytes of buf and cmp counted in c->held */
 	int dout_err;         /* a data PDU was refused: the command fails with this */
 	unsigned refs;
 	struct scsi_req req;
@@ -151,6 +178,7 @@ struct task {
 struct opdu {
 	struct net_tx tx;
 	struct iconn *c;
+	size_t size;    /* allocated, counted in c->held */
 	struct task *t; /* referenced while the PDU points into its buffer */
 	uint32_t len;   /* BHS, header digest room, padded inline data */
 	uint32_t doff;  /* where the data segment starts: 48, or 52 with a header digest */
@@ -183,6 +211,7 @@ static uint32_t get_le32(const uint8_t *p)
 }
 
 static void conn_kill(struct iconn *c, const char *why);
+static void conn_unhold(struct iconn *c);
 static void task_put(struct task *t);
 static void lu_init(struct iconn *c);
 
@@ -196,6 +225,7 @@ static void conn_reap(struct ev_deferred *d)
 	if (!c->net_closed || c->refs)
 		return;
 	ev_timer_cancel(s->ev, &c->nop_timer);
+	ev_undefer(s->ev, &c->unhold);
 	list_del(&c->link);
 	s->nconns--;
 	free(c->seg);
@@ -227,9 +257,12 @@ static void opdu_done(struct net_tx *tx, int err)
 	struct opdu *o = container_of(tx, struct opdu, tx);
 	struct iconn *c = o->c;
 	(void)err;
+	c->held -= o->size;
+	c->nout--;
 	if (o->t)
 		task_put(o->t);
 	free(o);
+	conn_unhold(c);
 	if (c->st == CS_LOGOUT && c->ntasks == 0 && c->refs == 1)
 		conn_kill(c, NULL);
 	conn_unref(c);
@@ -245,6 +278,7 @@ static struct opdu *opdu_new(struct iconn *c, uint8_t opcode, uint8_t flags, uin
 	if (!o)
 		return NULL;
 	o->c = c;
+	o->size = sizeof(*o) + doff + padded + 8u;
 	o->doff = doff;
 	o->dlen = dlen;
 	o->len = doff + padded;
@@ -252,15 +286,25 @@ static struct opdu *opdu_new(struct iconn *c, uint8_t opcode, uint8_t flags, uin
 	return o;
 }
 
+/* MaxCmdSN: ExpCmdSN plus the tasks still free, minus one; it only grows
+ * (RFC 7143 4.2.2.1), so a command window already granted stays granted. */
+static uint32_t window_max(struct iconn *c)
+{
+	uint32_t open = c->nwin < CMD_WINDOW ? CMD_WINDOW - c->nwin : 0;
+	uint32_t m = c->exp_cmd_sn + open - 1;
+
+	if ((int32_t)(m - c->max_cmd_sn) > 0)
+		c->max_cmd_sn = m;
+	return c->max_cmd_sn;
+}
+
 /* Fills the sequence numbers (status: StatSN advances, I3) and sends. */
 static void opdu_send(struct iconn *c, struct opdu *o, bool status, const void *ext,
 		      uint32_t ext_len)
 {
-	uint32_t max_cmd = c->exp_cmd_sn + CMD_WINDOW - 1;
-
 	iscsi_put32(o->buf + 24, status ? c->stat_sn++ : c->stat_sn);
 	iscsi_put32(o->buf + 28, c->exp_cmd_sn);
-	iscsi_put32(o->buf + 32, max_cmd);
+	iscsi_put32(o->buf + 32, window_max(c));
 	if (o->doff > ISCSI_BHS_LEN) /* header digest */
 		put_le32(o->buf + ISCSI_BHS_LEN, crc32c(0, o->buf, ISCSI_BHS_LEN));
 	if (c->dd && o->dlen && !ext_len) { /* inline data: digest after its padding */
@@ -287,6 +331,8 @@ static void opdu_send(struct iconn *c, struct opdu *o, bool status, const void *
 	}
 	o->tx.done = opdu_done;
 	c->refs++;
+	c->held += o->size;
+	c->nout++;
 	net_send(&c->net, &o->tx);
 }
 
@@ -602,6 +648,7 @@ static void handle_login(struct iconn *c, const struct iscsi_bhs *h, const uint8
 	if (!c->logged_in_once) {
 		memcpy(c->isid, h->isid, 6);
 		c->exp_cmd_sn = h->w24;
+		c->max_cmd_sn = h->w24 + CMD_WINDOW - 1;
 		c->stat_sn = h->w28; /* ExpStatSN of the first login is ours to start from */
 		if (!c->tsih)
 			c->tsih = ++c->srv->next_tsih ? c->srv->next_tsih : ++c->srv->next_tsih;
@@ -639,6 +686,12 @@ static void handle_login(struct iconn *c, const struct iscsi_bhs *h, const uint8
 		login_fail(c, h, ISCSI_LOGIN_INIT_ERROR, l.why);
 		return;
 	}
+	if (strlen(c->initiator) > ISCSI_NAME_MAX) {
+		/* refused rather than cut: a cut name could equal another's */
+		free(out);
+		login_fail(c, h, ISCSI_LOGIN_INIT_ERROR, "InitiatorName longer than 223 bytes");
+		return;
+	}
 	if (!c->logged_in_once) {
 		if (!c->initiator[0]) {
 			free(out);
@@ -658,8 +711,6 @@ static void handle_login(struct iconn *c, const struct iscsi_bhs *h, const uint8
 		}
 		iscsi_text_add(out, "TargetPortalGroupTag", "1");
 		c->logged_in_once = true;
-		if (c->vol)
-			lu_init(c);
 		c->auth = c->discovery ? &c->srv->cfg->auth : vol_auth(c->srv, c->vol);
 	}
 	if (csg > ISCSI_STAGE_OPERATIONAL || csg == 2 ||
@@ -690,6 +741,12 @@ static void handle_login(struct iconn *c, const struct iscsi_bhs *h, const uint8
 	free(out);
 	if (transit && nsg == ISCSI_STAGE_FULL) {
 		c->st = CS_FULL;
+		/* I_T nexus and logical unit exist from here on, never before: a
+		 * login that fails (wrong CHAP secret) must not touch the LU's
+		 * state, e.g. release the SPC-2 reservation of the session with
+		 * the same initiator port name when it closes. */
+		if (c->vol)
+			lu_init(c);
 		/* digests start with the first PDU after this response */
 		c->hd = c->p.header_digest;
 		c->dd = c->p.data_digest;
@@ -761,11 +818,23 @@ static void handle_text(struct iconn *c, const struct iscsi_bhs *h, const uint8_
 
 /* ---------- SCSI tasks ---------- */
 
+/* The task is answered (its status is being queued) or gone: its place in
+ * the command window opens with the PDU that carries the answer. */
+static void task_unwin(struct task *t)
+{
+	if (t->in_window) {
+		t->in_window = false;
+		t->c->nwin--;
+	}
+}
+
 static void task_free(struct task *t)
 {
 	struct iconn *c = t->c;
 	list_del(&t->link);
 	c->ntasks--;
+	task_unwin(t);
+	c->held -= t->charged;
 	if (t->buf)
 		bufpool_put(&c->srv->pool, t->buf, MAX(t->buf_len, 4096u));
 	free(t->ext);
@@ -775,6 +844,7 @@ static void task_free(struct task *t)
 	free(t);
 	if (c->st == CS_LOGOUT && c->ntasks == 0 && c->refs == 1)
 		conn_kill(c, NULL);
+	conn_unhold(c);
 	conn_unref(c);
 }
 
@@ -782,6 +852,13 @@ static void task_put(struct task *t)
 {
 	if (--t->refs == 0)
 		task_free(t);
+}
+
+/* n more bytes of t's buffers count in the connection's held bytes. */
+static void task_charge(struct task *t, size_t n)
+{
+	t->charged += n;
+	t->c->held += n;
 }
 
 /* Drops the reference the task holds on itself until its data is all in
@@ -845,6 +922,7 @@ static void send_status(struct task *t, uint8_t status, const uint8_t *sense, ui
 		iscsi_put16(opdu_data(o), (uint16_t)sense_len);
 		memcpy(opdu_data(o) + 2, sense, sense_len);
 	}
+	task_unwin(t);
 	opdu_send(c, o, true, NULL, 0);
 }
 
@@ -890,6 +968,8 @@ static void send_data_in(struct task *t, const uint8_t *data, uint32_t len, bool
 				iscsi_put32(o->buf + 44, len - t->expected);
 			}
 		}
+		if (last)
+			task_unwin(t);
 		if (in_buf) {
 			o->t = t;
 			t->refs++;
@@ -1058,6 +1138,7 @@ static void xop_start(struct task *t)
 		send_status(t, q->status, q->sense, q->sense_len, t->received);
 		return;
 	}
+	task_charge(t, MAX(t->cmp_len, 4096u));
 	t->io_busy = true;
 	t->refs++;
 	if (q->xop == SCSI_XOP_CAW || q->xop == SCSI_XOP_ORWRITE) {
@@ -1119,6 +1200,7 @@ static void pattern_start(struct task *t)
 		send_status(t, t->req.status, t->req.sense, t->req.sense_len, t->received);
 		return;
 	}
+	task_charge(t, MAX(t->cmp_len, 4096u));
 	for (uint32_t o = 0; o < t->cmp_len; o += blk)
 		memcpy(t->cmp + o, t->buf, blk);
 	t->pat_done = 0;
@@ -1148,7 +1230,7 @@ static void ua_broadcast(struct iscsi_server *s, const struct vol *v, uint16_t a
 	struct list *pos, *tmp;
 	list_for_each_safe(pos, tmp, &s->conns) {
 		struct iconn *c = container_of(pos, struct iconn, link);
-		if (c->vol == v && !c->discovery)
+		if (c->vol == v && c->ilu)
 			ua_add(c, asc);
 	}
 }
@@ -1161,7 +1243,7 @@ static void tasks_abort_lu(struct iconn *c, uint16_t asc)
 	struct list *pos, *tmp;
 	list_for_each_safe(pos, tmp, &c->srv->conns) {
 		struct iconn *o = container_of(pos, struct iconn, link);
-		if (o->vol != c->vol || o->discovery)
+		if (o->vol != c->vol || !o->ilu)
 			continue;
 		if (asc && o != c && !list_empty(&o->tasks))
 			ua_add(o, asc);
@@ -1252,7 +1334,7 @@ static void pr_out_notify(struct iconn *c, const struct pr_state *before, const 
 		struct iconn *o = container_of(pos, struct iconn, link);
 		uint16_t asc;
 
-		if (o == c || o->vol != c->vol || o->discovery)
+		if (o == c || o->vol != c->vol || !o->ilu)
 			continue;
 		asc = pr_ua(before, after, cdb, &c->nexus, &o->nexus);
 		if (!asc)
@@ -1403,6 +1485,7 @@ static void xcopy_run(struct task *t, uint32_t use)
 		scsi_error(q, -ENOMEM);
 		return task_finish_req(t);
 	}
+	task_charge(t, MAX(t->cmp_len, 4096u));
 	memset(xs, 0, sizeof(*xs));
 	xs->valid = xcopy_hold(t->buf, use);
 	xs->list_id = lid;
@@ -1549,16 +1632,17 @@ static void lu_init(struct iconn *c)
 	lu_refresh(c);
 }
 
-/* A command's CmdSN must lie in [ExpCmdSN, MaxCmdSN] (serial arithmetic). */
+/* A command's CmdSN must lie in [ExpCmdSN, MaxCmdSN] (serial arithmetic),
+ * MaxCmdSN being the highest one sent (window_max). */
 static bool cmdsn_ok(struct iconn *c, const struct iscsi_bhs *h)
 {
-	uint32_t d = h->w24 - c->exp_cmd_sn;
-	return h->immediate || d < CMD_WINDOW;
+	return h->immediate || ((int32_t)(h->w24 - c->exp_cmd_sn) >= 0 &&
+				(int32_t)(c->max_cmd_sn - h->w24) >= 0);
 }
 
 static void cmdsn_advance(struct iconn *c, const struct iscsi_bhs *h)
 {
-	if (!h->immediate && h->w24 - c->exp_cmd_sn < CMD_WINDOW)
+	if (!h->immediate && cmdsn_ok(c, h))
 		c->exp_cmd_sn = h->w24 + 1;
 }
 
@@ -1593,6 +1677,8 @@ static struct task *handle_cmd(struct iconn *c, const struct iscsi_bhs *h)
 	t->owned = true;
 	list_add_tail(&c->tasks, &t->link);
 	c->ntasks++;
+	t->in_window = true;
+	c->nwin++;
 	c->refs++;
 	q = &t->req;
 	lu_refresh(c);
@@ -1628,10 +1714,15 @@ static struct task *handle_cmd(struct iconn *c, const struct iscsi_bhs *h)
 		/* the R and W bits are not checked: the CDB says what happens */
 		if (n > MAX_XFER) {
 			scsi_error(q, -EPROTO);
+		} else if (c->held && c->held + MAX(n, 4096u) > HELD_MAX) {
+			/* the reading pause (conn_must_hold) did not keep it under: the
+			 * initiator retries, nothing is allocated */
+			scsi_done(q, SCSI_TASK_SET_FULL);
 		} else if (!(t->buf = bufpool_get(&c->srv->pool, MAX(n, 4096u)))) {
 			scsi_error(q, -ENOMEM);
 		} else {
 			t->buf_len = n;
+			task_charge(t, MAX(n, 4096u));
 		}
 	}
 	if (q->kind == SCSI_IO && q->data_out_len &&
@@ -1751,6 +1842,11 @@ static void nop_tick(struct ev_timer *tm)
 
 	if (c->st == CS_DEAD)
 		return;
+	if (c->st == CS_LOGIN && ev_now(c->srv->ev) - c->accepted_ns >=
+				     (uint64_t)c->srv->cfg->handshake_timeout_ms * 1000000ull) {
+		conn_kill(c, "login not finished within handshake-timeout");
+		return;
+	}
 	if (idle >= NOP_DEAD_NS) {
 		conn_kill(c, "initiator does not answer");
 		return;
@@ -1911,6 +2007,55 @@ static struct task *data_out_target(struct iconn *c, const struct iscsi_bhs *h)
 	return t;
 }
 
+/* Anything held that goes away without input from the initiator: output
+ * waiting for the socket, or a task in I/O. Tasks waiting for Data-Out do
+ * not count: their data may be right behind the PDU that would wait. */
+static bool conn_can_drain(struct iconn *c)
+{
+	struct list *pos, *tmp;
+
+	if (c->nout)
+		return true;
+	list_for_each_safe(pos, tmp, &c->tasks)
+		if (container_of(pos, struct task, link)->io_busy)
+			return true;
+	return false;
+}
+
+/* Should the next PDU (opcode op, for a command its expected data transfer
+ * length edtl) wait until held bytes drain? Data-Out never waits: it only
+ * fills buffers already counted. */
+static bool conn_must_hold(struct iconn *c, uint8_t op, uint32_t edtl)
+{
+	size_t need = 0;
+
+	if (op == ISCSI_OP_DATA_OUT)
+		return false;
+	if (op == ISCSI_OP_SCSI_CMD)
+		need = MAX(MIN(edtl, MAX_XFER), 4096u);
+	if (c->held + need <= HELD_MAX || (!c->held && need))
+		return false;
+	return conn_can_drain(c);
+}
+
+static void unhold(struct ev_deferred *d)
+{
+	struct iconn *c = container_of(d, struct iconn, unhold);
+
+	if (!c->rx_held || c->st == CS_DEAD)
+		return;
+	c->rx_held = false;
+	net_rx_resume(&c->net);
+}
+
+/* Held bytes went down: a paused connection reads on (from the loop, not
+ * from inside a send completion). on_rx pauses again if still needed. */
+static void conn_unhold(struct iconn *c)
+{
+	if (c->rx_held && c->st != CS_DEAD)
+		ev_defer(c->srv->ev, &c->unhold);
+}
+
 static void on_rx(struct net_conn *nc)
 {
 	struct iconn *c = container_of(nc, struct iconn, net);
@@ -1953,6 +2098,13 @@ static void on_rx(struct net_conn *nc)
 			return;
 		}
 		max_dsl = c->st == CS_LOGIN ? ISCSI_TEXT_MAX : ISCSI_TGT_MRDSL;
+		if (conn_must_hold(c, net_rx_peek(nc)[0] & ISCSI_OP_MASK,
+				   iscsi_get32(net_rx_peek(nc) + 20))) {
+			/* the PDU stays buffered; conn_unhold reads on */
+			c->rx_held = true;
+			net_rx_pause(nc);
+			return;
+		}
 		if (iscsi_bhs_decode(net_rx_peek(nc), 0, max_dsl, h)) {
 			if (c->st == CS_FULL && (net_rx_peek(nc)[0] & ISCSI_OP_MASK) < 0x20 &&
 			    h->ahs_len == 0 && h->dsl <= max_dsl) {
@@ -1986,6 +2138,14 @@ static void on_rx(struct net_conn *nc)
 		     h->opcode == ISCSI_OP_TEXT_REQ || h->opcode == ISCSI_OP_LOGOUT_REQ ||
 		     (h->opcode == ISCSI_OP_NOP_OUT && h->itt != ISCSI_RESERVED_TAG)) &&
 		    c->st == CS_FULL) {
+			if (h->immediate && h->opcode == ISCSI_OP_SCSI_CMD &&
+			    c->nwin >= CMD_WINDOW) {
+				/* immediate commands count against the same cap */
+				send_reject(c, ISCSI_REJECT_IMM_CMD, c->raw);
+				c->skip = seg_wire(c, h->dsl);
+				c->have_hdr = false;
+				continue;
+			}
 			if (!cmdsn_ok(c, h)) {
 				send_reject(c, ISCSI_REJECT_PROTOCOL, c->raw);
 				c->skip = seg_wire(c, h->dsl);
@@ -2071,7 +2231,7 @@ static void on_closed(struct net_conn *nc)
 	struct iconn *c = container_of(nc, struct iconn, net);
 	struct list *pos, *tmp;
 
-	if (c->ilu && c->logged_in_once)
+	if (c->ilu) /* set in the full feature phase only */
 		ilu_pr_event(c, false); /* the I_T nexus is gone */
 	c->st = CS_DEAD;
 	c->net_closed = true;
@@ -2097,12 +2257,42 @@ static const struct net_conn_ops iscsi_net_ops = {
 
 /* ---------- the server ---------- */
 
+/* Why a new connection from host is refused, or NULL: too many on this
+ * listener or from this host (max-connections, max-connections-per-address),
+ * or file descriptors running short (kept for control and replication). */
+static const char *refuse(struct iscsi_server *s, int fd, const char *host)
+{
+	struct list *pos, *tmp;
+	unsigned same = 0;
+
+	if (!net_fd_spare(fd))
+		return "file descriptors are running out";
+	if (s->nconns >= s->cfg->max_conns)
+		return "max-connections reached";
+	list_for_each_safe(pos, tmp, &s->conns)
+		if (strcmp(container_of(pos, struct iconn, link)->host, host) == 0)
+			same++;
+	if (same >= s->cfg->max_conns_per_addr)
+		return "max-connections-per-address reached";
+	return NULL;
+}
+
 static void on_accept(struct net_listener *l, int fd)
 {
 	struct iscsi_server *s = container_of(l, struct iscsi_server, lis);
 	struct iconn *c;
+	char host[NET_HOST_MAX];
+	const char *why;
 
 	if (s->shutting_down) {
+		close(fd);
+		return;
+	}
+	net_peer_host(fd, host);
+	if ((why = refuse(s, fd, host))) {
+		if (s->refused++ % 100 == 0)
+			log_warn("iscsi: refusing a connection from %s: %s (%llu refused so far)",
+				 host[0] ? host : "?", why, (unsigned long long)s->refused);
 		close(fd);
 		return;
 	}
@@ -2113,7 +2303,9 @@ static void on_accept(struct net_listener *l, int fd)
 	}
 	c->srv = s;
 	c->st = CS_LOGIN;
+	snprintf(c->host, sizeof(c->host), "%s", host);
 	c->reap.fn = conn_reap;
+	c->unhold.fn = unhold;
 	c->nop_timer.fn = nop_tick;
 	list_init(&c->tasks);
 	iscsi_params_default(&c->p);
@@ -2131,7 +2323,7 @@ static void on_accept(struct net_listener *l, int fd)
 		conn_unref(c);
 		return;
 	}
-	c->last_rx_ns = ev_now(s->ev);
+	c->last_rx_ns = c->accepted_ns = ev_now(s->ev);
 	ev_timer_arm(s->ev, &c->nop_timer, 1000000000ull);
 }
 

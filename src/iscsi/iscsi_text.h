@@ -28,6 +28,7 @@
 
 #define ISCSI_KEY_MAX 63u      /* key names */
 #define ISCSI_VALUE_MAX 255u   /* values this target accepts (RFC: 255 for most) */
+#define ISCSI_NAME_MAX 223u    /* iSCSI names (RFC 7143 4.2.7.1); longer is refused */
 #define ISCSI_TGT_MRDSL (256u << 10)
 #define ISCSI_MAX_BURST (1u << 20)
 #define ISCSI_FIRST_BURST (256u << 10)

@@ -22,6 +22,13 @@
  *       (every slot and handshake message released).
  *   N4. At most MAX_SLOTS requests and MAX_BYTES of buffers per connection;
  *       beyond that reading pauses (backpressure, no unbounded memory).
+ *   N5. In the handshake, at most HS_MAX_QUEUED bytes of option replies wait
+ *       for the client to read them; beyond that reading pauses too, so a
+ *       client that loops over options without reading holds no more.
+ *   N6. A connection is refused at accept beyond max-connections per
+ *       listener or max-connections-per-address from one host, or when file
+ *       descriptors run short (net_fd_spare); its handshake must end within
+ *       handshake-timeout, else it is closed.
  */
 #include "nbd_server.h"
 
@@ -45,6 +52,7 @@
 #define MAX_EXTENTS 512
 #define KEEP_BUF (2u * 1024 * 1024) /* larger request buffers are not cached */
 #define MAX_CACHED (16u * 1024 * 1024) /* buffers kept on free slots, per connection */
+#define HS_MAX_QUEUED (256u * 1024) /* handshake replies not yet sent (N5) */
 
 enum conn_state { ST_CLIENT_FLAGS, ST_OPT, ST_XMIT, ST_DRAIN, ST_DEAD };
 
@@ -76,8 +84,11 @@ struct nbd_conn {
 	unsigned nslots, busy;
 	size_t bytes_busy;   /* buffers of busy slots (N4) */
 	size_t bytes_cached; /* buffers kept on free slots (N4) */
+	size_t hs_queued;    /* handshake messages not yet sent (N5) */
 	unsigned refs;
 	bool net_closed, disc;
+	char host[NET_HOST_MAX]; /* the client's address (N6) */
+	struct ev_timer hs_timer; /* handshake-timeout (N6) */
 	struct ev_deferred resume, reap;
 	struct list link; /* in server->conns */
 };
@@ -85,10 +96,12 @@ struct nbd_conn {
 struct nbd_server {
 	struct ev_loop *ev;
 	struct net_listener lis;
+	const struct cfg *cfg;
 	struct vol **vols;
 	unsigned nvols;
 	struct list conns;
 	unsigned nconns;
+	uint64_t refused; /* connections refused at accept (N6) */
 	bool shutting_down;
 	uint64_t entered[ST_DEAD + 1]; /* transitions into each state, for tests and debugging */
 };
@@ -140,6 +153,7 @@ static void conn_reap(struct ev_deferred *d)
 	if (!c->net_closed || c->refs)
 		return;
 	ev_undefer(s->ev, &c->resume);
+	ev_timer_cancel(s->ev, &c->hs_timer);
 	while ((sl = c->free_slots)) {
 		c->free_slots = sl->next_free;
 		free(sl->buf);
@@ -171,7 +185,10 @@ static void hs_done(struct net_tx *tx, int err)
 	struct hs_msg *m = container_of(tx, struct hs_msg, tx);
 	struct nbd_conn *c = m->c;
 	(void)err;
+	c->hs_queued -= sizeof(*m) + m->len;
 	free(m);
+	if (c->want_resume && c->hs_queued < HS_MAX_QUEUED)
+		ev_defer(c->srv->ev, &c->resume);
 	conn_unref(c);
 }
 
@@ -193,6 +210,7 @@ static void hs_send(struct nbd_conn *c, struct hs_msg *m)
 	m->tx.iovcnt = 1;
 	m->tx.done = hs_done;
 	c->refs++;
+	c->hs_queued += sizeof(*m) + m->len;
 	net_send(&c->net, &m->tx);
 }
 
@@ -541,6 +559,7 @@ static void enter_xmit(struct nbd_conn *c, struct vol *v)
 	c->info.tflags = tflags(c);
 	c->info.structured = c->structured;
 	c->info.meta_allocation = c->meta_alloc;
+	ev_timer_cancel(c->srv->ev, &c->hs_timer);
 	set_state(c, ST_XMIT);
 	log_debug("nbd: connection %d serves %s", c->net.fd, v->name);
 }
@@ -798,6 +817,12 @@ static void on_rx_handshake(struct nbd_conn *c)
 			}
 			if (net_rx_avail(nc) < sizeof(struct nbd_opt_hdr) + len)
 				return;
+			if (c->hs_queued >= HS_MAX_QUEUED) {
+				/* N5: answered once the replies before it are read */
+				c->want_resume = true;
+				net_rx_pause(nc);
+				return;
+			}
 			handle_option(c, opt, p + sizeof(struct nbd_opt_hdr), len);
 			net_rx_consume(nc, sizeof(struct nbd_opt_hdr) + len);
 		}
@@ -849,6 +874,32 @@ static const struct net_conn_ops nbd_net_ops = {
 	.on_eof = on_eof,
 };
 
+static void hs_timeout(struct ev_timer *t)
+{
+	struct nbd_conn *c = container_of(t, struct nbd_conn, hs_timer);
+
+	if (c->state == ST_CLIENT_FLAGS || c->state == ST_OPT)
+		conn_kill(c, "handshake not finished within handshake-timeout");
+}
+
+/* N6: why a new connection from host is refused, or NULL. */
+static const char *refuse(struct nbd_server *s, int fd, const char *host)
+{
+	struct list *pos, *tmp;
+	unsigned same = 0;
+
+	if (!net_fd_spare(fd))
+		return "file descriptors are running out";
+	if (s->nconns >= s->cfg->max_conns)
+		return "max-connections reached";
+	list_for_each_safe(pos, tmp, &s->conns)
+		if (strcmp(container_of(pos, struct nbd_conn, link)->host, host) == 0)
+			same++;
+	if (same >= s->cfg->max_conns_per_addr)
+		return "max-connections-per-address reached";
+	return NULL;
+}
+
 static void on_accept(struct net_listener *l, int fd)
 {
 	struct nbd_server *s = container_of(l, struct nbd_server, lis);
@@ -857,8 +908,18 @@ static void on_accept(struct net_listener *l, int fd)
 	uint8_t *p;
 	uint64_t magic;
 	uint16_t fl;
+	char host[NET_HOST_MAX];
+	const char *why;
 
 	if (s->shutting_down) {
+		close(fd);
+		return;
+	}
+	net_peer_host(fd, host);
+	if ((why = refuse(s, fd, host))) {
+		if (s->refused++ % 100 == 0)
+			log_warn("nbd: refusing a connection from %s: %s (%llu refused so far)",
+				 host[0] ? host : "?", why, (unsigned long long)s->refused);
 		close(fd);
 		return;
 	}
@@ -871,6 +932,8 @@ static void on_accept(struct net_listener *l, int fd)
 	c->state = ST_CLIENT_FLAGS;
 	c->resume.fn = conn_resume;
 	c->reap.fn = conn_reap;
+	c->hs_timer.fn = hs_timeout;
+	snprintf(c->host, sizeof(c->host), "%s", host);
 	list_add(&s->conns, &c->link);
 	s->nconns++;
 	if (net_conn_init(&c->net, s->ev, fd, RXBUF, &nbd_net_ops)) {
@@ -893,10 +956,11 @@ static void on_accept(struct net_listener *l, int fd)
 	fl = htobe16(NBD_FLAG_FIXED_NEWSTYLE | NBD_FLAG_NO_ZEROES);
 	memcpy(p + 16, &fl, 2);
 	hs_send(c, m);
+	ev_timer_arm(s->ev, &c->hs_timer, (uint64_t)s->cfg->handshake_timeout_ms * 1000000ull);
 }
 
-int nbd_server_new(struct ev_loop *ev, const char *addr, struct vol **vols, unsigned nvols,
-		   struct nbd_server **out)
+int nbd_server_new(struct ev_loop *ev, const char *addr, const struct cfg *cfg,
+		   struct vol **vols, unsigned nvols, struct nbd_server **out)
 {
 	struct nbd_server *s = calloc(1, sizeof(*s));
 	int r;
@@ -904,6 +968,7 @@ int nbd_server_new(struct ev_loop *ev, const char *addr, struct vol **vols, unsi
 	if (!s)
 		return -ENOMEM;
 	s->ev = ev;
+	s->cfg = cfg;
 	list_init(&s->conns);
 	s->vols = vols;
 	s->nvols = nvols;

@@ -10,9 +10,11 @@
 
 struct nbd_server;
 
-/* Serves vols (borrowed; they outlive the server) on addr. */
-int nbd_server_new(struct ev_loop *ev, const char *addr, struct vol **vols, unsigned nvols,
-		   struct nbd_server **out);
+/* Serves vols (borrowed; they outlive the server) on addr, with cfg's
+ * connection limits (max-connections, max-connections-per-address,
+ * handshake-timeout; cfg is borrowed too). */
+int nbd_server_new(struct ev_loop *ev, const char *addr, const struct cfg *cfg,
+		   struct vol **vols, unsigned nvols, struct nbd_server **out);
 /* Stops accepting and closes every connection; in-flight requests finish. */
 void nbd_server_shutdown(struct nbd_server *s);
 /* After shutdown: drops the output of connections whose clients do not read. */

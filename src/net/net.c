@@ -4,10 +4,13 @@
  * that completes the pending recv, after which on_closed runs exactly once. */
 #include "net.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -19,6 +22,44 @@
 
 static void listener_arm(struct net_listener *l);
 
+/* No descriptor for a new connection. The failing accept would complete at
+ * once again and again (the connection stays pending): instead the spare
+ * descriptor is given up for one accept, whose connection goes to the owner
+ * (a control client still gets its answer; a front-end refuses it, see
+ * net_fd_spare), and accepting pauses for NET_ACCEPT_PAUSE_NS. */
+static void listener_out_of_fds(struct net_listener *l, int err)
+{
+	struct pollfd pfd = { .fd = l->fd, .events = POLLIN };
+
+	if (l->emfile++ % 100 == 0)
+		log_warn("accept: %s (%llu times): pausing this listener for %llu ms",
+			 strerror(err), (unsigned long long)l->emfile,
+			 NET_ACCEPT_PAUSE_NS / 1000000ull);
+	if (l->spare_fd >= 0) {
+		close(l->spare_fd);
+		l->spare_fd = -1;
+		if (poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLIN)) {
+			int fd = accept4(l->fd, NULL, NULL, SOCK_CLOEXEC);
+			if (fd >= 0)
+				l->on_accept(l, fd);
+		}
+	}
+	l->paused = true;
+	ev_timer_arm(l->ev, &l->pause, NET_ACCEPT_PAUSE_NS);
+}
+
+static void listener_resume(struct ev_timer *t)
+{
+	struct net_listener *l = container_of(t, struct net_listener, pause);
+
+	if (l->closing)
+		return;
+	if (l->spare_fd < 0)
+		l->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	l->paused = false;
+	listener_arm(l);
+}
+
 static void listener_cb(struct ev_op *op, int res, uint32_t flags)
 {
 	struct net_listener *l = container_of(op, struct net_listener, op);
@@ -28,11 +69,38 @@ static void listener_cb(struct ev_op *op, int res, uint32_t flags)
 			close(res);
 		else
 			l->on_accept(l, res);
+	} else if ((res == -EMFILE || res == -ENFILE) && !l->closing) {
+		if (!(flags & IORING_CQE_F_MORE) && !l->paused)
+			listener_out_of_fds(l, -res);
+		return;
 	} else if (res != -ECANCELED && res != -EINVAL && res != -EBADF) {
 		log_warn("accept failed: %s", strerror(-res));
 	}
-	if (!(flags & IORING_CQE_F_MORE) && !l->closing)
+	if (!(flags & IORING_CQE_F_MORE) && !l->closing && !l->paused)
 		listener_arm(l);
+}
+
+bool net_fd_spare(int fd)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur == RLIM_INFINITY)
+		return true;
+	return (rlim_t)fd + NET_FD_RESERVE < rl.rlim_cur;
+}
+
+void net_peer_host(int fd, char out[NET_HOST_MAX])
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+
+	out[0] = 0;
+	if (getpeername(fd, (struct sockaddr *)&ss, &sl))
+		return;
+	if (ss.ss_family == AF_INET)
+		inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, out, NET_HOST_MAX);
+	else if (ss.ss_family == AF_INET6)
+		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, out, NET_HOST_MAX);
 }
 
 static void listener_arm(struct net_listener *l)
@@ -54,6 +122,11 @@ static int listen_fd(struct net_listener *l, struct ev_loop *ev, int fd,
 	l->op.cb = listener_cb;
 	l->on_accept = on_accept;
 	l->closing = false;
+	l->paused = false;
+	l->emfile = 0;
+	memset(&l->pause, 0, sizeof(l->pause));
+	l->pause.fn = listener_resume;
+	l->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	listener_arm(l);
 	return 0;
 }
@@ -134,6 +207,10 @@ void net_listener_close(struct net_listener *l)
 	if (l->fd < 0)
 		return;
 	l->closing = true;
+	ev_timer_cancel(l->ev, &l->pause);
+	if (l->spare_fd >= 0)
+		close(l->spare_fd);
+	l->spare_fd = -1;
 	shutdown(l->fd, SHUT_RDWR);
 	close(l->fd);
 	l->fd = -1;

@@ -13,12 +13,20 @@
 
 #include "../ev/ev.h"
 
+/* Out of file descriptors (EMFILE, ENFILE), a listener stops accepting for
+ * NET_ACCEPT_PAUSE_NS instead of spinning on the failing accept; one pending
+ * connection is first accepted with its spare descriptor and handed to the
+ * owner, so a control client still gets through. */
+#define NET_ACCEPT_PAUSE_NS (100ull * 1000000ull)
 struct net_listener {
 	int fd;
+	int spare_fd; /* /dev/null held for the EMFILE case; -1 while used */
 	struct ev_loop *ev;
 	struct ev_op op;
+	struct ev_timer pause;
 	void (*on_accept)(struct net_listener *l, int fd);
-	bool closing;
+	bool closing, paused;
+	uint64_t emfile; /* accepts that found no descriptor */
 };
 
 /* Binds and listens on addr (host:port); starts accepting. Returns 0 or -errno. */
@@ -27,6 +35,17 @@ int net_listen(struct net_listener *l, struct ev_loop *ev, const char *addr,
 int net_listen_unix(struct net_listener *l, struct ev_loop *ev, const char *path,
 		    void (*on_accept)(struct net_listener *, int));
 void net_listener_close(struct net_listener *l);
+
+/* Descriptors a front-end leaves free for the control and replication
+ * listeners and the volumes: net_fd_spare() is false when fd (just
+ * accepted: the lowest free number, so about the count in use) is within
+ * NET_FD_RESERVE of RLIMIT_NOFILE. The caller then closes it. */
+#define NET_FD_RESERVE 64
+bool net_fd_spare(int fd);
+/* The peer's host (address without port) of a connected socket, for
+ * per-address limits; "" when unknown. */
+#define NET_HOST_MAX 64
+void net_peer_host(int fd, char out[NET_HOST_MAX]);
 
 /* A piece of output: up to NET_TX_IOV buffers sent in order. Embed it in the
  * object that owns the buffers; done() runs once the last byte left, or with

@@ -158,7 +158,9 @@
 #define PR_UA_REG_PREEMPTED 0x2a05          /* REGISTRATIONS PREEMPTED */
 
 #define PR_MAX_REG 32            /* registrations per logical unit */
-#define PR_NAME_MAX 240          /* initiator port name incl. NUL, e.g. "iqn.x:y,i,0x00023d000001" */
+/* initiator port name incl. NUL, e.g. "iqn.x:y,i,0x00023d000001": room for
+ * an iSCSI name of 223 bytes (RFC 7143 4.2.7.1) + ",i,0x" + 12 hex digits */
+#define PR_NAME_MAX 244
 #define PR_IMAGE_MAX 10240       /* pr_encode never needs more */
 
 struct pr_nexus {                /* one I_T nexus: who sends a command */

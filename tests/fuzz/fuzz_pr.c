@@ -11,7 +11,7 @@
  *     3 pr_conflict   who, 16 CDB bytes
  *     4 pr_nexus_lost who   5 pr_reset   6 pr_power_on
  *     7 pr_out        who, 10 CDB bytes, n, n parameter bytes
- *   who: bit 7 a 240-byte name without NUL, else one of 72 nexuses; a key
+ *   who: bit 7 a PR_NAME_MAX-byte name without NUL, else one of 72 nexuses; a key
  *   byte with bit 7 set is followed by 8 key bytes, else it is 0..3.
  * Properties, after every step: P1-P3 (pr_valid); the image round trip
  * (encode, decode, equal, encode again to the same bytes); pr_out returns 1

@@ -5,6 +5,7 @@ negotiated. It checks every PDU the target sends (digests, framing) and calls
 die() on anything unexpected. libiscsi cannot do what these tests need: talk to
 a port in standby, send corrupt digests or data, pipeline COMPARE AND WRITEs.
 """
+import hashlib
 import socket
 import struct
 import sys
@@ -43,28 +44,36 @@ def sense_key(sense):
 
 
 class Session:
-    def __init__(self, port, iqn, isid=1, initiator="iqn.2026-12.test:probe", keys=()):
-        """keys: extra or replacing "Key=Value" strings for the login."""
+    def __init__(self, port, iqn, isid=1, initiator="iqn.2026-12.test:probe", keys=(),
+                 chap=None):
+        """keys: extra or replacing "Key=Value" strings for the login. chap:
+        (user, secret) to pass a security stage with one-way CHAP (MD5) first;
+        a refused login leaves login_status non-zero (the target closes)."""
         self.s = socket.create_connection(("127.0.0.1", port), timeout=20)
         self.hd = self.dd = False
+        self.isid, self.statsn = isid, 0
         base = {"InitiatorName": initiator, "TargetName": iqn, "SessionType": "Normal",
                 "HeaderDigest": "None", "DataDigest": "None", "ImmediateData": "Yes",
                 "InitialR2T": "Yes", "MaxRecvDataSegmentLength": "262144"}
         for kv in keys:
             k, v = kv.split("=", 1)
             base[k] = v
-        bhs = bytearray(48)
-        bhs[0] = 0x43                      # immediate, login request
-        bhs[1] = 0x80 | (1 << 2) | 3       # T, CSG operational, NSG full feature
-        bhs[8:14] = bytes([0x80, 0, 0, 0x25, 0x0b, isid])
-        struct.pack_into(">IHHII", bhs, 16, 1, 0, 0, 1, 0)
-        text = "".join("%s=%s\0" % kv for kv in base.items())
-        self.send(bhs, text.encode())
-        op, h, d = self.recv()
-        if op != 0x23:
-            die("login: opcode 0x%02x in answer" % op)
-        self.login_status = (h[36], h[37])
-        self.answer = dict(kv.split("=", 1) for kv in d.decode().split("\0") if "=" in kv)
+        if chap:
+            names = {k: base.pop(k) for k in ("InitiatorName", "TargetName", "SessionType")}
+            names["AuthMethod"] = "CHAP"
+            for step in ("method", "challenge", "response"):
+                if step == "challenge":
+                    names = {"CHAP_A": "5"}
+                elif step == "response":
+                    ident, chal = int(self.answer["CHAP_I"]), bytes.fromhex(self.answer["CHAP_C"][2:])
+                    digest = hashlib.md5(bytes([ident]) + chap[1].encode() + chal).hexdigest()
+                    names = {"CHAP_N": chap[0], "CHAP_R": "0x" + digest}
+                h = self.login_pdu(0x80 | (0 << 2) | 1, names)  # T, CSG security, NSG operational
+                if self.login_status != (0, 0):
+                    return
+            if (h[1] & 0x83) != 0x81:
+                die("CHAP did not reach the operational stage (flags 0x%02x)" % h[1])
+        h = self.login_pdu(0x80 | (1 << 2) | 3, base)  # T, CSG operational, NSG full feature
         if self.login_status == (0, 0) and (h[1] & 0x83) != 0x83:
             die("login did not reach the full feature phase (flags 0x%02x)" % h[1])
         self.statsn = struct.unpack_from(">I", h, 24)[0] + 1
@@ -72,6 +81,24 @@ class Session:
         # digests start with the first PDU after the final login response
         self.hd = self.answer.get("HeaderDigest") == "CRC32C"
         self.dd = self.answer.get("DataDigest") == "CRC32C"
+
+    def login_pdu(self, flags, keys):
+        """One Login Request (immediate) with keys; the response's BHS. Sets
+        login_status and answer (the response's keys)."""
+        bhs = bytearray(48)
+        bhs[0] = 0x43                      # immediate, login request
+        bhs[1] = flags
+        bhs[8:14] = bytes([0x80, 0, 0, 0x25, 0x0b, self.isid])
+        struct.pack_into(">IHHII", bhs, 16, 1, 0, 0, 1, self.statsn)
+        text = "".join("%s=%s\0" % kv for kv in keys.items())
+        self.send(bhs, text.encode())
+        op, h, d = self.recv()
+        if op != 0x23:
+            die("login: opcode 0x%02x in answer" % op)
+        self.login_status = (h[36], h[37])
+        self.answer = dict(kv.split("=", 1) for kv in d.decode().split("\0") if "=" in kv)
+        self.statsn = struct.unpack_from(">I", h, 24)[0] + 1
+        return h
 
     def exact(self, n):
         b = b""

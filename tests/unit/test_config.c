@@ -616,6 +616,48 @@ static void test_busy_poll(void **state)
 		     5, "busy-poll", "microseconds");
 }
 
+/* Front-end connection limits in [cluster]: defaults, values, validation
+ * (a number in range; per-address no more than per listener, wherever the
+ * keys appear). */
+#define LIM_HEAD "[cluster]\nname = x\n"
+#define LIM_NODE "[node a]\ncontrol = /tmp/t/a.sock\ndata-dir = /tmp/t/a\n"
+static void test_conn_limits(void **state)
+{
+	struct cfg *c;
+	(void)state;
+
+	c = parse_ok(HEAD VOL);
+	assert_int_equal(c->max_conns, 256);
+	assert_int_equal(c->max_conns_per_addr, 64);
+	assert_int_equal(c->handshake_timeout_ms, 10000);
+	cfg_free(c);
+	c = parse_ok(LIM_HEAD "max-connections-per-address = 2\nmax-connections = 3\n"
+		     "handshake-timeout = 2.5\n" LIM_NODE);
+	assert_int_equal(c->max_conns, 3);
+	assert_int_equal(c->max_conns_per_addr, 2);
+	assert_int_equal(c->handshake_timeout_ms, 2500);
+	cfg_free(c);
+	expect_error(LIM_HEAD "max-connections = 0\n" LIM_NODE, 3, "max-connections",
+		     "number of connections");
+	expect_error(LIM_HEAD "max-connections = 70000\n" LIM_NODE, 3, "max-connections",
+		     "number of connections");
+	expect_error(LIM_HEAD "max-connections = 12x\n" LIM_NODE, 3, "max-connections",
+		     "number of connections");
+	expect_error(LIM_HEAD "max-connections-per-address = -1\n" LIM_NODE, 3,
+		     "max-connections-per-address", "number of connections");
+	/* 64 per address by default: more than a max-connections of 10 */
+	expect_error(LIM_HEAD "max-connections = 10\n" LIM_NODE, 1,
+		     "max-connections-per-address", "more than max-connections");
+	expect_error(LIM_HEAD "max-connections-per-address = 20\nmax-connections = 10\n" LIM_NODE,
+		     3, "max-connections-per-address", "more than max-connections");
+	expect_error(LIM_HEAD "handshake-timeout = 0\n" LIM_NODE, 3, "handshake-timeout",
+		     "seconds");
+	expect_error(LIM_HEAD "handshake-timeout = 10s\n" LIM_NODE, 3, "handshake-timeout",
+		     "seconds");
+	expect_error(LIM_HEAD "handshake-timeout = 4000\n" LIM_NODE, 3, "handshake-timeout",
+		     "seconds");
+}
+
 static void test_err_bad_names(void **state)
 {
 	char t[1024];
@@ -730,6 +772,7 @@ int main(void)
 		cmocka_unit_test(test_spec_example),
 		cmocka_unit_test(test_one_node),
 		cmocka_unit_test(test_busy_poll),
+		cmocka_unit_test(test_conn_limits),
 		cmocka_unit_test(test_sizes),
 		cmocka_unit_test(test_comments),
 		cmocka_unit_test(test_err_unknown_key),

@@ -463,9 +463,10 @@ static void test_read_full_status_large(void **state)
 	assert_int_equal(f.s->nreg, PR_MAX_REG);
 	assert_int_equal(prin(&f, &f.a, PR_IN_READ_FULL_STATUS, 65535), SCSI_GOOD);
 	total = 8 + get32(f.r->data + 4);
-	assert_int_equal(total, 8 + PR_MAX_REG * (24 + 4 + 240));
+	/* a TransportID holds the name, its NUL, padding to a multiple of 4 */
+	assert_int_equal(total, 8 + PR_MAX_REG * (24 + 4 + ((PR_NAME_MAX + 3) & ~3)));
 	assert_int_equal(f.r->data_len, sizeof(f.r->data));
-	assert_true(get64(f.r->data + 8 + 15 * 268) == 16);
+	assert_true(get64(f.r->data + 8 + 15 * (24 + 4 + ((PR_NAME_MAX + 3) & ~3))) == 16);
 	assert_int_equal(prin(&f, &f.a, PR_IN_READ_FULL_STATUS, 100), SCSI_GOOD);
 	assert_int_equal(f.r->data_len, 100);
 	assert_int_equal(8 + get32(f.r->data + 4), total);
