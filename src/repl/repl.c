@@ -2491,7 +2491,12 @@ static void tick(struct ev_timer *t)
 	uint64_t period = r->timeout_ns / 4;
 
 	if (c && !c->aborted) {
-		if (c->net.bytes_in != c->last_rx_bytes) {
+		if (c->net.rx_paused) {
+			/* R12: this node stopped reading (its apply limit): what it
+			 * has not read says nothing of the peer, whose messages
+			 * wait in the socket. Judged again once reading resumes. */
+			c->last_rx_ns = now;
+		} else if (c->net.bytes_in != c->last_rx_bytes) {
 			c->last_rx_bytes = c->net.bytes_in;
 			c->last_rx_ns = now;
 		} else if (!c->last_rx_ns) {

@@ -60,6 +60,8 @@
  *       on both nodes), or, when that flush fails, its extents are marked
  *       out of sync: nothing the peer acknowledged is left only in the
  *       peer's volatile cache when the peer becomes primary.
+ *  R12. A peer is judged dead only by its silence while this node reads:
+ *       time spent not reading the link (the apply limit) never counts.
  * Owns: the connection(s) of its volume, the change bitmap.
  * Never: serves front-end I/O by itself (the volume calls repl_submit). */
 #ifndef TANDEM_REPL_H
