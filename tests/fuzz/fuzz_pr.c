@@ -247,10 +247,12 @@ static void in_cmd(struct pr_state *s, struct pr_state *before, const uint8_t *c
 			CHECK(r->data[21] == s->type);
 		}
 	} else {
-		/* every descriptor is at least 24 + 24 bytes, at most 24 + 244 */
+		/* every descriptor is at least 24 + 24 bytes, at most 24 + the
+		 * TransportID of the longest name (4 + the name, NUL, padding) */
 		uint32_t add = be32(r->data + 4);
+		uint32_t most = 24 + 4 + ((PR_NAME_MAX + 3) & ~3u);
 
-		CHECK(add >= 48 * s->nreg && add <= 268 * s->nreg);
+		CHECK(add >= 48 * s->nreg && add <= most * s->nreg);
 	}
 }
 
