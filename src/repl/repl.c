@@ -1426,7 +1426,9 @@ static void vfy_pump(struct repl *r)
 		len = MIN(chunk, r->v->size - off);
 		/* Verify moves digests, not data: its window bounds only the
 		 * reads in flight on both nodes. */
-		if (!rs_room(r, len) || r->rs_bytes + len > VFY_MAX_INFLIGHT ||
+		/* (a chunk larger than that, bitmap-granularity >= 16M, goes
+		 * alone) */
+		if (!rs_room(r, len) || (r->rs_bytes && r->rs_bytes + len > VFY_MAX_INFLIGHT) ||
 		    busy_with(&r->inflight, off, len))
 			return; /* kicked again when requests complete */
 		if (redo)
