@@ -466,7 +466,8 @@ static void conn_fail(struct rconn *c, const char *fmt, ...)
 	va_end(ap);
 	log_warn("replication%s%s%s%s: %s", c->r ? " of volume " : "", c->r ? c->r->v->name : "",
 		 c->peer_node[0] ? " with " : "", c->peer_node, msg);
-	if (c->r && (c->r->conn == c || !c->r->conn))
+	/* (as in conn_refuse: not for a connection no one authenticated) */
+	if (c->r && (c->got_auth || c->dialer) && (c->r->conn == c || !c->r->conn))
 		snprintf(c->r->error, sizeof(c->r->error), "%s", msg);
 	conn_abort(c);
 }
