@@ -131,6 +131,7 @@ struct iconn {
 	uint16_t ua[4];
 	unsigned nua;
 	uint64_t last_rx_ns;
+	uint64_t held_out;     /* bytes_out when nop_tick last saw the hold */
 	uint64_t accepted_ns;  /* the login must end handshake-timeout after */
 	char host[NET_HOST_MAX]; /* the initiator's address, for its limit */
 	bool nop_out;          /* a ping is waiting for its answer */
@@ -1838,10 +1839,17 @@ static void handle_logout(struct iconn *c, const struct iscsi_bhs *h)
 static void nop_tick(struct ev_timer *tm)
 {
 	struct iconn *c = container_of(tm, struct iconn, nop_timer);
-	uint64_t idle = ev_now(c->srv->ev) - c->last_rx_ns;
+	uint64_t idle;
 
 	if (c->st == CS_DEAD)
 		return;
+	/* While this side holds off reading (rx_held), the initiator's PDUs
+	 * wait in the socket: it is alive as long as it takes our output. */
+	if (c->rx_held && c->net.bytes_out != c->held_out) {
+		c->held_out = c->net.bytes_out;
+		c->last_rx_ns = ev_now(c->srv->ev);
+	}
+	idle = ev_now(c->srv->ev) - c->last_rx_ns;
 	if (c->st == CS_LOGIN && ev_now(c->srv->ev) - c->accepted_ns >=
 				     (uint64_t)c->srv->cfg->handshake_timeout_ms * 1000000ull) {
 		conn_kill(c, "login not finished within handshake-timeout");
