@@ -104,6 +104,8 @@ struct rconn {
 	enum stage stage;
 	bool got_auth, sent_bm, got_bm_end, aborted, net_closed, in_srv, checked_decision;
 	enum repl_rep_state decided; /* what this side's handshake decided */
+	uint8_t sent_disk;           /* the disk state in the last STATE sent */
+	unsigned target_fails;       /* applies that failed while sync target (R10) */
 	uint8_t nonce_me[REPL_NONCE_LEN], nonce_peer[REPL_NONCE_LEN];
 	char peer_node[REPL_NAME_LEN];
 	struct repl_state pst;
@@ -119,6 +121,7 @@ struct rconn {
 	uint32_t nack;
 	struct ev_deferred ack_flush, reap;
 	uint64_t last_rx_bytes, last_rx_ns;
+	uint64_t napplied, last_napplied; /* applies completed (R12) */
 	uint64_t born_ns; /* a handshake must be done within the peer timeout of this */
 	uint64_t order;   /* bound to its volume after every connection of a smaller one */
 	struct list link; /* in the server's list, then in repl.bound */
@@ -180,7 +183,7 @@ struct repl {
 	struct ev_timer tick;
 	uint64_t last_ping_ns, last_clean_ns, last_progress_ns, ping_cookie;
 	uint64_t *busy;
-	bool cleaning, clean_failed;
+	bool cleaning, clean_failed, demote_flushing;
 	unsigned clean_parts;
 	struct vol_io clean_local, clean_peer;
 	struct bm_waiter clean_w;
@@ -408,6 +411,7 @@ static void send_state(struct rconn *c)
 	struct repl_state s;
 
 	fill_state(c->r, &s);
+	c->sent_disk = s.disk;
 	send_small(c, b, repl_enc_state(b, &s));
 }
 
@@ -1366,6 +1370,8 @@ static void peer_failed(struct repl *r)
 	r->peer.disk = VOL_INCONSISTENT;
 	if (r->rs == RR_SYNCSOURCE || r->vfy == VFY_RUNNING || !peer_ready(r))
 		return; /* the running resync, or the one after verify, copies them */
+	if (r->v->disk != VOL_UPTODATE)
+		return; /* no source here: the next connect decides */
 	if (r->rs == RR_ESTABLISHED && (r->features & REPL_FEAT_RESYNC2) &&
 	    r->peer.role != REPL_ROLE_PRIMARY) {
 		bm_flush(r->bm, NULL);
@@ -1586,6 +1592,8 @@ static void apply_rescan(struct rconn *c)
  * hears of it. */
 static void apply_failed(struct repl *r, struct rconn *c, const struct rapply *a, int res)
 {
+	if (c == r->conn && r->rs == RR_SYNCTARGET)
+		c->target_fails++;
 	if (r->v->disk == VOL_UPTODATE || r->v->disk == VOL_CONSISTENT ||
 	    r->v->disk == VOL_OUTDATED) {
 		log_warn("volume %s: %s of %llu bytes at %llu from %s failed here: %s", r->v->name,
@@ -1593,7 +1601,8 @@ static void apply_failed(struct repl *r, struct rconn *c, const struct rapply *a
 			 (unsigned long long)a->io.off, c->peer_node, strerror(-res));
 		vol_set_disk(r->v, VOL_INCONSISTENT);
 	}
-	if (c == r->conn && conn_usable(c) && c->stage == ST_RUN)
+	/* (once per change of the disk state, not per failed request) */
+	if (c == r->conn && conn_usable(c) && c->stage == ST_RUN && c->sent_disk != r->v->disk)
 		send_state(c);
 }
 
@@ -1605,6 +1614,7 @@ static void apply_done(struct vol_io *io, int res)
 
 	list_del(&a->link);
 	c->napply--;
+	c->napplied++;
 	c->apply_bytes -= a->type == REPL_WRITE || a->type == REPL_RS_DATA || a->type == REPL_CSUM ?
 				  a->io.len : 0;
 	/* Bits of the current session only: a lost connection's late apply
@@ -1835,6 +1845,7 @@ static void handshake_decide(struct rconn *c)
 		bm_flush(r->bm, NULL);
 		r->rs_total = bm_oos_count(r->bm);
 		vol_set_disk(r->v, VOL_INCONSISTENT);
+		c->target_fails = 0;
 		set_rs(r, RR_SYNCTARGET);
 		break;
 	default:
@@ -1869,6 +1880,13 @@ static void rs_done_flushed(struct vol_io *io, int res)
 		return;
 	if (res) {
 		conn_fail(c, "flushing the resynced data failed");
+		return;
+	}
+	if (c->target_fails) {
+		/* R10: a write failed here while this node was sync target (even
+		 * after RS_DONE was sent): the copy is not complete. */
+		conn_fail(c, "%u writes failed here during the resync; starting over",
+			  c->target_fails);
 		return;
 	}
 	if (gen != sb(r)->gen_current)
@@ -2055,6 +2073,13 @@ static int handle_msg(struct rconn *c, const uint8_t *body)
 			} else if (io->rep.kind == K_RS) {
 				rs_acked(r, container_of(io, struct rsreq, io), res);
 			} else if (io->rep.kind == K_CLEAN) {
+				if (res < 0) { /* the peer failed our FLUSH: R10 */
+					log_warn("volume %s: %s failed a flush: %s; it is not up to "
+						 "date until that is resynced",
+						 r->v->name, c->peer_node, strerror(-res));
+					al_mark(r);
+					peer_failed(r);
+				}
 				io->rep.lres = res ? res : io->rep.lres;
 				io->local_done(io, 0);
 			}
@@ -2158,6 +2183,7 @@ static int handle_msg(struct rconn *c, const uint8_t *body)
 			 c->peer_node);
 		r->rs_total = 0;
 		vol_set_disk(r->v, VOL_INCONSISTENT);
+		c->target_fails = 0;
 		set_rs(r, RR_SYNCTARGET);
 		return 0;
 	case REPL_META:
@@ -2330,12 +2356,18 @@ static void conn_lost(struct repl *r, const char *why)
 				bm_set_oos(r->bm, o->off, o->len);
 			}
 		}
+		/* The peer may lack those regions: this copy is newer from now on
+		 * (a new generation), so that a later handshake never takes the
+		 * peer's copy of them, even between two restarted secondaries. */
+		if (bm_oos_count(r->bm))
+			gen_branch(r);
 	}
 	fail_pending(r);
 	rs_abort(r);
 	if (was_run && r->v->role != VOL_PRIMARY && peer_was_primary && r->v->disk == VOL_UPTODATE)
 		vol_set_disk(r->v, VOL_OUTDATED);
 	r->have_peer = false;
+	r->clean_failed = false; /* a pass of this connection says nothing of the next */
 	set_rs(r, RR_OFF);
 	set_cs(r, r->admin_down || r->shutting_down ? RC_STANDALONE : RC_CONNECTING);
 	r->demote_cookie = 0;
@@ -2429,7 +2461,11 @@ static void clean_part_done(struct vol_io *io, int res)
 static void clean_committed(struct bm_waiter *w, int err)
 {
 	struct repl *r = container_of(w, struct repl, clean_w);
-	(void)err;
+
+	if (err) { /* the change bitmap could not be written (V4) */
+		r->clean_failed = true;
+		r->v->md_failed = true;
+	}
 	r->cleaning = false;
 }
 
@@ -2494,19 +2530,25 @@ static void tick(struct ev_timer *t)
 	uint64_t period = r->timeout_ns / 4;
 
 	if (c && !c->aborted) {
-		if (c->net.rx_paused) {
-			/* R12: this node stopped reading (its apply limit): what it
-			 * has not read says nothing of the peer, whose messages
-			 * wait in the socket. Judged again once reading resumes. */
-			c->last_rx_ns = now;
-		} else if (c->net.bytes_in != c->last_rx_bytes) {
+		/* R12: while this node does not read (its apply limit), the
+		 * peer's messages wait in the socket: progress is then its own
+		 * applies completing, and a stall is its own disk's. */
+		bool moved = c->net.bytes_in != c->last_rx_bytes ||
+			     (c->net.rx_paused && c->napplied != c->last_napplied);
+		if (moved) {
 			c->last_rx_bytes = c->net.bytes_in;
+			c->last_napplied = c->napplied;
 			c->last_rx_ns = now;
 		} else if (!c->last_rx_ns) {
 			c->last_rx_ns = now;
 		} else if (now - c->last_rx_ns > r->timeout_ns) {
-			conn_fail(c, "%s did not answer for %.1f s", c->peer_node,
-				  (double)r->timeout_ns / 1e9);
+			if (c->net.rx_paused)
+				conn_fail(c, "no write of %s applied here for %.1f s (the local disk "
+					     "stalls)",
+					  c->peer_node, (double)r->timeout_ns / 1e9);
+			else
+				conn_fail(c, "%s did not answer for %.1f s", c->peer_node,
+					  (double)r->timeout_ns / 1e9);
 			c = NULL;
 		}
 		if (c && c->stage >= ST_STATE && now - r->last_ping_ns >= period) {
@@ -2804,17 +2846,36 @@ int repl_promote(struct repl *r, bool force, char *msg, size_t len)
  * (and the peer marked itself inconsistent, R10). */
 static bool demote_flushed(struct repl *r)
 {
-	if (!r->conn || r->conn->stage != ST_RUN || !peer_ready(r) || bm_al_empty(r->bm))
+	if (!r->conn || r->conn->stage != ST_RUN || !peer_ready(r)) {
+		r->demote_flushing = false;
+		return true; /* no peer: conn_lost marked what it may lack (R7) */
+	}
+	if (bm_al_empty(r->bm)) {
+		log_info("volume %s: written data is durable on both nodes", r->v->name);
+		r->demote_flushing = false;
 		return true;
+	}
 	if (r->cleaning)
 		return false;
 	if (r->clean_failed) {
-		log_warn("volume %s: flushing before the role change failed; the activity log's "
-			 "extents are out of sync",
-			 r->v->name);
-		al_mark(r);
-		return true;
+		r->clean_failed = false;
+		/* A flush the peer failed (it is inconsistent now, R10), one that
+		 * failed here, or a bitmap that cannot be written: the extents
+		 * are marked instead. A pass that got no FLUSH out (the request
+		 * window was full) is simply tried again. */
+		if (r->peer.disk == VOL_INCONSISTENT || r->clean_local.rep.lres ||
+		    r->v->disk == VOL_FAILED || r->v->md_failed) {
+			log_warn("volume %s: flushing before the role change failed; the activity "
+				 "log's extents are out of sync",
+				 r->v->name);
+			al_mark(r);
+			r->demote_flushing = false;
+			return true;
+		}
 	}
+	if (!r->demote_flushing)
+		log_info("volume %s: flushing both nodes before the role change", r->v->name);
+	r->demote_flushing = true;
 	clean_start(r);
 	return false;
 }
@@ -2832,8 +2893,6 @@ int repl_demote(struct repl *r, char *msg, size_t len)
 	v->demoting = true;
 	if (v->inflight || !demote_flushed(r))
 		return -EAGAIN;
-	if (r->conn && r->conn->stage == ST_RUN)
-		log_info("volume %s: written data is durable on both nodes", v->name);
 	v->role = VOL_SECONDARY;
 	v->demoting = false;
 	v->md->sb.flags &= ~TANDEM_MD_F_PRIMARY;

@@ -41,7 +41,9 @@
  *   R7. When a primary loses its peer, every region the peer may lack is
  *       marked out of sync: every extent of the activity log, or, after an
  *       orderly disconnect whose FLUSH the peer completed, exactly the
- *       regions written since that FLUSH was sent (and those in flight then).
+ *       regions written since that FLUSH was sent (and those in flight then);
+ *       when any region is marked, the primary starts a new data generation
+ *       at once (gen_branch), so its copy of them is the newer one.
  *   R8. A node's content is "created empty" (the shared first generation)
  *       only when its data area was created by Tandem together with the
  *       pair; a disk that held data, or a volume that ran unreplicated, has
@@ -61,7 +63,8 @@
  *       out of sync: nothing the peer acknowledged is left only in the
  *       peer's volatile cache when the peer becomes primary.
  *  R12. A peer is judged dead only by its silence while this node reads:
- *       time spent not reading the link (the apply limit) never counts.
+ *       time spent not reading the link (the apply limit) counts only while
+ *       no apply completes either (then the local disk stalls).
  * Owns: the connection(s) of its volume, the change bitmap.
  * Never: serves front-end I/O by itself (the volume calls repl_submit). */
 #ifndef TANDEM_REPL_H

@@ -18,10 +18,12 @@
  *       overlapping ones; a lock waits for overlapping writes in flight.
  *       A parked write waits only for locks granted or requested before it
  *       (tickets), so a stream of locks cannot starve it, nor it them.
- *   V4. A metadata write that fails (superblock or change bitmap) fails the
- *       disk for good (vol_local refuses I/O to a failed disk) and the
- *       metadata is then never marked clean: the next start takes every
- *       activity-log extent as out of sync, as after a crash.
+ *   V4. A superblock write that fails fails the disk for good (vol_local
+ *       refuses I/O to a failed disk). After any metadata write failed
+ *       (superblock or change bitmap; a bitmap write that fails also fails
+ *       the writes whose intent it carried) the metadata is never marked
+ *       clean: the next start takes every activity-log extent as out of
+ *       sync, as after a crash.
  */
 #ifndef TANDEM_VOL_H
 #define TANDEM_VOL_H
