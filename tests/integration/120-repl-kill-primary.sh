@@ -185,7 +185,7 @@ python3 "$T/nbdw.py" check - "$T/acked" "$BS" "$T/a/vol0.img" ||
 # yet); the connect to b (outdated) makes it uptodate, and it is promoted back.
 start a
 [ "$(jfield a "v['role']")" = secondary ] || fail "a restarted as $(jfield a "v['role']"), expected secondary"
-tail -n 20 "$T/a.log" | grep -q "volume vol0: secondary, consistent," ||
+this_run a | grep -c "volume vol0: secondary, consistent," >/dev/null ||
 	fail "a did not restart with its disk consistent"
 wait_for a "v['disk'] == 'uptodate'" 30
 ctl_on a primary vol0 >"$T/promote.out" 2>&1 ||

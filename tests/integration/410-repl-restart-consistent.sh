@@ -33,7 +33,7 @@ grep -q -- "--force" "$T/p.err" || fail "the refusal does not name --force: $(ca
 
 start a
 # (it may connect before a status call: its start line says how it opened)
-tail -n 20 "$T/a.log" | grep -q "volume vol0: secondary, consistent," ||
+this_run a | grep -c "volume vol0: secondary, consistent," >/dev/null ||
 	fail "a did not restart with its disk consistent"
 wait_connected
 compare_replicas

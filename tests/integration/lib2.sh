@@ -80,6 +80,9 @@ start()
 	fail "tandemd $n did not answer ping within 20 s"
 }
 
+# this_run NODE: NODE's log since its last start.
+this_run() { awk '/^=== start /{buf=""} {buf=buf $0 "\n"} END{printf "%s", buf}' "$T/$1.log"; }
+
 _forget()
 {
 	local p keep=() pid=$1
@@ -181,24 +184,43 @@ compare_replicas()
 	ctl_on a wait-sync vol0 --timeout "${1:-60}" || fail "a: wait-sync did not succeed"
 	ctl_on b wait-sync vol0 --timeout "${1:-60}" || fail "b: wait-sync did not succeed"
 	python3 - "${IMG_A:-$T/a/vol0.img}" "${IMG_B:-$T/b/vol0.img}" "${VOL_SIZE_BYTES:-0}" <<'EOF' || fail "the replicas differ"
-import sys
-a, b = open(sys.argv[1], 'rb'), open(sys.argv[2], 'rb')
-off, bad, chunk = 0, [], 1 << 20
-while True:
-    x, y = a.read(chunk), b.read(chunk)
-    if not x and not y:
-        break
-    n = max(len(x), len(y))
-    x, y = x.ljust(n, b'\0'), y.ljust(n, b'\0')
-    if x != y:
-        for i in range(0, n, 4096):
-            if x[i:i+4096] != y[i:i+4096]:
-                bad.append(off + i)
-    off += n
+import os, sys
+# Holes read as zeros in both files: only the data extents of either (their
+# union, found with SEEK_DATA/SEEK_HOLE) are read and compared.
+fa, fb = os.open(sys.argv[1], os.O_RDONLY), os.open(sys.argv[2], os.O_RDONLY)
+size = max(os.fstat(fa).st_size, os.fstat(fb).st_size)
+def extents(fd):
+    out, off, end = [], 0, os.fstat(fd).st_size
+    while off < end:
+        try:
+            d = os.lseek(fd, off, os.SEEK_DATA)
+        except OSError:
+            break
+        h = os.lseek(fd, d, os.SEEK_HOLE)
+        out.append((d, h))
+        off = h
+    return out
+spans = sorted(extents(fa) + extents(fb))
+merged = []
+for s0, e0 in spans:
+    if merged and s0 <= merged[-1][1]:
+        merged[-1][1] = max(merged[-1][1], e0)
+    else:
+        merged.append([s0, e0])
+bad, chunk = [], 1 << 20
+for s0, e0 in merged:
+    s0 -= s0 % 4096
+    for off in range(s0, e0, chunk):
+        n = min(chunk, e0 - off)
+        x, y = os.pread(fa, n, off).ljust(n, b'\0'), os.pread(fb, n, off).ljust(n, b'\0')
+        if x != y:
+            for i in range(0, n, 4096):
+                if x[i:i+4096] != y[i:i+4096]:
+                    bad.append(off + i)
 if bad:
     print("replicas differ in %d blocks of 4K; first at: %s" % (len(bad), ", ".join(hex(o) for o in bad[:10])), file=sys.stderr)
     sys.exit(1)
-print("replicas identical: %d bytes" % off, file=sys.stderr)
+print("replicas identical: %d bytes" % size, file=sys.stderr)
 EOF
 }
 
