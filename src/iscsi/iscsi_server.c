@@ -2273,16 +2273,10 @@ static const char *refuse(struct iscsi_server *s, int fd, const char *host)
 	struct list *pos, *tmp;
 	unsigned same = 0;
 
-	if (!net_fd_spare(fd))
-		return "file descriptors are running out";
-	if (s->nconns >= s->cfg->max_conns)
-		return "max-connections reached";
 	list_for_each_safe(pos, tmp, &s->conns)
 		if (strcmp(container_of(pos, struct iconn, link)->host, host) == 0)
 			same++;
-	if (same >= s->cfg->max_conns_per_addr)
-		return "max-connections-per-address reached";
-	return NULL;
+	return net_refusal(fd, s->nconns, s->cfg->max_conns, same, s->cfg->max_conns_per_addr);
 }
 
 static void on_accept(struct net_listener *l, int fd)

@@ -89,6 +89,17 @@ bool net_fd_spare(int fd)
 	return (rlim_t)fd + NET_FD_RESERVE < rl.rlim_cur;
 }
 
+const char *net_refusal(int fd, unsigned nconns, unsigned max, unsigned same, unsigned max_same)
+{
+	if (!net_fd_spare(fd))
+		return "file descriptors are running out";
+	if (nconns >= max)
+		return "max-connections reached";
+	if (same >= max_same)
+		return "max-connections-per-address reached";
+	return NULL;
+}
+
 void net_peer_host(int fd, char out[NET_HOST_MAX])
 {
 	struct sockaddr_storage ss;

@@ -42,6 +42,10 @@ void net_listener_close(struct net_listener *l);
  * NET_FD_RESERVE of RLIMIT_NOFILE. The caller then closes it. */
 #define NET_FD_RESERVE 64
 bool net_fd_spare(int fd);
+/* Why a front-end refuses a new connection fd, or NULL: descriptors running
+ * short (net_fd_spare), nconns already at max (max-connections), or same
+ * connections from its host already at max_same (max-connections-per-address). */
+const char *net_refusal(int fd, unsigned nconns, unsigned max, unsigned same, unsigned max_same);
 /* The peer's host (address without port) of a connected socket, for
  * per-address limits; "" when unknown. */
 #define NET_HOST_MAX 64

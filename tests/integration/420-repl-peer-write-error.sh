@@ -11,12 +11,9 @@
 # shellcheck source=lib2.sh
 . "$_root/tests/integration/lib2.sh"
 need nbdcopy python3 mount umount
-[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root to mount a tmpfs" >&2; exit 77; }
 
 export VOL_SIZE=32M
-mkdir -p "$T/small"
-mount -t tmpfs -o size=12m tmpfs "$T/small" 2>/dev/null || { echo "SKIP: cannot mount a tmpfs" >&2; exit 77; }
-AT_EXIT+=("umount '$T/small'")
+mount_tmpfs "$T/small" 12m
 write_config2 "$T/c.ini" "disk.b = $T/small/vol0.img"
 start a
 start b

@@ -12,12 +12,10 @@
 # shellcheck source=lib2.sh
 . "$_root/tests/integration/lib2.sh"
 need qemu-io python3 mount umount
-[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root to mount a tmpfs" >&2; exit 77; }
 
 export VOL_SIZE=1G
-mkdir -p "$T/a" "$T/img"
-mount -t tmpfs -o size=4m tmpfs "$T/a" 2>/dev/null || { echo "SKIP: cannot mount a tmpfs" >&2; exit 77; }
-AT_EXIT+=("umount '$T/a'")
+mkdir -p "$T/img"
+mount_tmpfs "$T/a" 4m
 write_config2 "$T/c.ini" "disk.a = $T/img/a.img"
 start a
 start b

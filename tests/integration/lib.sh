@@ -49,6 +49,16 @@ need()
 	done
 }
 
+# mount_tmpfs DIR SIZE: a tmpfs of SIZE (mount's syntax) at DIR, unmounted at
+# exit; skips the test (77) where that is not allowed (not root, no mounts).
+mount_tmpfs()
+{
+	[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root to mount a tmpfs" >&2; exit 77; }
+	mkdir -p "$1"
+	mount -t tmpfs -o "size=$2" tmpfs "$1" 2>/dev/null || { echo "SKIP: cannot mount a tmpfs" >&2; exit 77; }
+	AT_EXIT+=("umount '$1'")
+}
+
 # Records a background pid for cleanup: `some_client & track $!`.
 track() { PIDS+=("$1"); }
 
