@@ -36,7 +36,7 @@ BINS := $(B)/tandemd $(B)/tandemctl $(B)/tandem-witness
 
 # deps-check is order-only for objects: it runs first, even with -j, but never
 # forces a rebuild.
-.PHONY: all deps deps-check test test-one build-tests unit integration fuzz fuzz-run run install clean bench soak
+.PHONY: all deps deps-check test test-one build-tests unit integration fuzz fuzz-run run install clean bench soak lint
 all: deps-check $(BINS)
 
 # Installs the Debian packages the build and tests need (only when missing).
@@ -82,6 +82,11 @@ test-one:
 # Both builds, then every fuzz harness for a bounded time; each part prints its
 # own summary line, the last line sums them up.
 TEST_FUZZ_SECONDS ?= 10
+# Static checks (scripts/lint.sh): format of the changed C lines (LINT_BASE, default
+# the commit before HEAD), shellcheck, cppcheck, include layering, banned functions.
+lint: deps
+	@bash scripts/lint.sh
+
 test: deps
 	@$(MAKE) --no-print-directory test-one SAN=0 > >(tee build-test-plain.log) 2>&1; a=$$?; \
 	 $(MAKE) --no-print-directory test-one SAN=1 > >(tee build-test-asan.log) 2>&1; b=$$?; \

@@ -237,7 +237,7 @@ disk_ref() { # ROUND
 			rw=randwrite bs=4k qd=32 unit=IOPS
 		fi
 		out=$W/disk.$1.$kind.json
-		if fio --name=disk --filename="$IMG" --direct=1 --rw=$rw --bs=$bs --iodepth=$qd \
+		if fio --name=disk --filename="$IMG" --direct=1 --rw="$rw" --bs="$bs" --iodepth="$qd" \
 			--ioengine=io_uring --runtime="$RUNTIME" --ramp_time="$RAMP" --time_based \
 			--randseed="$1" --output-format=json >"$out" 2>"$out.err"; then
 			v=$(python3 -c 'import json, sys; j = json.load(open(sys.argv[1]))["jobs"][0]; k = sys.argv[2]; print("%.1f" % (j["read"]["bw_bytes"] / 1e6 if k == "read" else j["write"]["iops"]))' "$out" $kind)

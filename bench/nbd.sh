@@ -67,9 +67,13 @@ INI
 start_tandem tandem_wb writeback
 start_tandem tandem_direct none
 P=$(port); nbdkit -f -p "$P" -i 127.0.0.1 file "$IMG" 2> "$W/nbdkit.log" & PIDS+=($!)
-wait_port "$P" ""; URI_nbdkit=nbd://127.0.0.1:$P/
+wait_port "$P" ""
+# shellcheck disable=SC2034 # read through ${!u} in run_job
+URI_nbdkit=nbd://127.0.0.1:$P/
 P=$(port); qemu-nbd -f raw -x disk -b 127.0.0.1 -p "$P" -e 16 --persistent "$IMG" 2> "$W/qemu-nbd.log" & PIDS+=($!)
-wait_port "$P" disk; URI_qemu_nbd=nbd://127.0.0.1:$P/disk
+wait_port "$P" disk
+# shellcheck disable=SC2034 # read through ${!u} in run_job
+URI_qemu_nbd=nbd://127.0.0.1:$P/disk
 
 SERVERS=(tandem_wb tandem_direct nbdkit qemu_nbd fio_buffered fio_direct)
 JOBS=(randread-4k-qd1 randread-4k-qd32 randwrite-4k-qd1 randwrite-4k-qd32 seqread-1m-qd8 seqwrite-1m-qd8)
@@ -100,7 +104,8 @@ run_one() { # SERVER JOB -> prints IOPS
 	*) local u="URI_$1"; eng="--ioengine=nbd --uri=${!u}" ;;
 	esac
 	# fio's nbd engine prints a line before the JSON; it is skipped.
-	# shellcheck disable=SC2046
+	# $eng and job_args are lists of options, split on purpose.
+	# shellcheck disable=SC2046,SC2086
 	fio --name=b $eng $(job_args "$2") --size=${SIZE_MB}M --time_based --runtime="$RUNTIME" \
 		--ramp_time=1 --norandommap --randrepeat=0 --output-format=json 2>/dev/null |
 		python3 -c 'import json,sys; t=sys.stdin.read(); j=json.loads(t[t.index("{"):])["jobs"][0]; print(j["read"]["iops"]+j["write"]["iops"])'

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Tandem needs, only those missing.
-#   scripts/deps.sh          build + test packages (make test, make run)
+#   scripts/deps.sh          build + test packages (make test, make lint, make run)
 #   scripts/deps.sh --build  build packages only (make)
 #   scripts/deps.sh --bench  build + benchmark packages (bench/nbd.sh, bench/repl.sh,
 #                            bench/iscsi.sh)
 # As root it runs apt-get; otherwise it names what is missing and fails.
 set -euo pipefail
 build_pkgs=(gcc make pkg-config liburing-dev libinih-dev libcmocka-dev libssl-dev)
-test_pkgs=(clang libnbd-bin qemu-utils qemu-block-extra fio nbdkit libiscsi-bin iproute2 python3)
+test_pkgs=(clang libnbd-bin qemu-utils qemu-block-extra fio nbdkit libiscsi-bin iproute2 python3
+	shellcheck cppcheck clang-format e2fsprogs git)
 # qemu-system-common ships qemu-storage-daemon (the anchor of bench/repl.sh);
 # coreutils for timeout(1). libiscsi-dev builds bench/iscsi.sh's load generator;
 # tgt (tgtd, tgtadm) is its anchor.

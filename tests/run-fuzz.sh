@@ -29,7 +29,7 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$artifacts"
 
 for bin in "${bins[@]}"; do
-	[ -f "$bin" ] && [ -x "$bin" ] || continue
+	{ [ -f "$bin" ] && [ -x "$bin" ]; } || continue
 	name=${bin##*/}
 	short=${name#fuzz_}
 	seeds=$here/fuzz/corpus/$short

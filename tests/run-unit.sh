@@ -23,7 +23,7 @@ log=$(mktemp "${TMPDIR:-/tmp}/tandem-unit.XXXXXX")
 trap 'rm -f "$log"' EXIT
 
 for bin in "${bins[@]}"; do
-	[ -x "$bin" ] && [ -f "$bin" ] || continue
+	{ [ -x "$bin" ] && [ -f "$bin" ]; } || continue
 	case $bin in *.d | *.o) continue ;; esac
 	name=${bin##*/}
 	# cmocka writes per-test lines to stdout and the summary to stderr.

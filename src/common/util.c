@@ -98,7 +98,7 @@ int parse_addr(const char *s, struct sockaddr_storage *ss, socklen_t *len)
 	} else {
 		struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
 		if (strcmp(host, "localhost") == 0)
-			strcpy(host, "127.0.0.1");
+			memcpy(host, "127.0.0.1", sizeof("127.0.0.1"));
 		if (inet_pton(AF_INET, host, &a4->sin_addr) != 1)
 			return -EINVAL;
 		a4->sin_family = AF_INET;

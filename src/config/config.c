@@ -169,7 +169,7 @@ static int set_str(struct parse *p, const char *key, const char *val, char *dst,
 		fail(p, p->line, key, "value longer than %zu characters", len - 1);
 		return -1;
 	}
-	strcpy(dst, val);
+	memcpy(dst, val, strlen(val) + 1);
 	return 0;
 }
 

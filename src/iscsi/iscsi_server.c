@@ -377,8 +377,10 @@ static void portal(struct iconn *c, char *out, size_t len)
 	unsigned port = 3260;
 	const char *colon = strrchr(c->srv->addr, ':');
 
-	if (colon)
-		port = (unsigned)atoi(colon + 1);
+	if (colon) {
+		unsigned long n = strtoul(colon + 1, NULL, 10); /* validated by config */
+		port = n > 0 && n < 65536 ? (unsigned)n : port;
+	}
 	if (getsockname(c->net.fd, (struct sockaddr *)&ss, &sl) == 0) {
 		if (ss.ss_family == AF_INET) {
 			struct sockaddr_in *a = (struct sockaddr_in *)&ss;
@@ -537,8 +539,13 @@ static void hex_encode(const uint8_t *in, size_t n, char *out)
 {
 	out[0] = '0';
 	out[1] = 'x';
-	for (size_t i = 0; i < n; i++)
-		sprintf(out + 2 + 2 * i, "%02x", in[i]);
+	static const char hex[] = "0123456789abcdef";
+
+	for (size_t i = 0; i < n; i++) {
+		out[2 + 2 * i] = hex[in[i] >> 4];
+		out[3 + 2 * i] = hex[in[i] & 15];
+	}
+	out[2 + 2 * n] = '\0';
 }
 
 /* CHAP response: MD5(id || secret || challenge) (RFC 1994 4.1). */

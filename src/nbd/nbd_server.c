@@ -115,6 +115,7 @@ static void set_state(struct nbd_conn *c, enum conn_state to)
 		[ST_OPT] = { [ST_XMIT] = true, [ST_DEAD] = true },
 		[ST_XMIT] = { [ST_DRAIN] = true, [ST_DEAD] = true },
 		[ST_DRAIN] = { [ST_XMIT] = true, [ST_DEAD] = true },
+		/* cppcheck-suppress unknownEvaluationOrder */
 		[ST_DEAD] = { [ST_DEAD] = true },
 	};
 	assert(legal[c->state][to]);

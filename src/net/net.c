@@ -186,7 +186,7 @@ int net_listen_unix(struct net_listener *l, struct ev_loop *ev, const char *path
 		return -ENAMETOOLONG;
 	memset(&sun, 0, sizeof(sun));
 	sun.sun_family = AF_UNIX;
-	strcpy(sun.sun_path, path);
+	memcpy(sun.sun_path, path, strlen(path) + 1);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;

@@ -2253,6 +2253,8 @@ static void on_rx(struct net_conn *nc)
 		if (k < 0)
 			return;
 		if (k == 1) {
+			/* (data_rx_done may run inside and clear rx_cur) */
+			/* cppcheck-suppress nullPointerRedundantCheck */
 			net_rx_direct(nc, c->rx_cur->io.buf, c->rx_cur->io.len, data_rx_done);
 			if (c->rx_cur)
 				return; /* the rest arrives later */

@@ -23,7 +23,6 @@ sed -i "s|^nbd = .*|&\niscsi = 127.0.0.1:$ISCSI_PORT|" "$CFG"
 start_node
 
 IQN=iqn.2026-11.org.tandem:it.vol0
-URL="iscsi://127.0.0.1:$ISCSI_PORT/$IQN/0?header_digest=crc32c"
 OPTS="driver=iscsi,transport=tcp,portal=127.0.0.1:$ISCSI_PORT,target=$IQN,lun=0,header-digest=crc32c,initiator-name=iqn.2026-12.test:qemu"
 
 # 1. header digests from libiscsi, through qemu (libiscsi's own tools always

@@ -11,8 +11,10 @@
 need fio python3 stat
 [ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root for a blkio cgroup" >&2; exit 77; }
 CG=/sys/fs/cgroup/blkio
-[ -w "$CG/cgroup.procs" ] && [ -e "$CG/blkio.throttle.write_bps_device" ] ||
-	{ echo "SKIP: no writable blkio cgroup (v1) here" >&2; exit 77; }
+if [ ! -w "$CG/cgroup.procs" ] || [ ! -e "$CG/blkio.throttle.write_bps_device" ]; then
+	echo "SKIP: no writable blkio cgroup (v1) here" >&2
+	exit 77
+fi
 
 export VOL_SIZE=256M PEER_TIMEOUT=2
 write_config2 "$T/c.ini"

@@ -9,6 +9,8 @@
 # can cut, blackhole and restore the link.
 
 # Python helpers of the tests (tests/tools/nbdclient.py) for scripts written to $T.
+# (_root: set by lib.sh, sourced first)
+# shellcheck disable=SC2154
 export TANDEM_TOOLS=$_root/tests/tools
 declare -A NPID=()   # node name -> pid
 declare -A NBDP=()   # node name -> NBD port
@@ -180,7 +182,6 @@ wait_connected()
 # first differing regions when they are not. IMG_A, IMG_B: other image paths.
 compare_replicas()
 {
-	local sz
 	ctl_on a wait-sync vol0 --timeout "${1:-60}" || fail "a: wait-sync did not succeed"
 	ctl_on b wait-sync vol0 --timeout "${1:-60}" || fail "b: wait-sync did not succeed"
 	python3 - "${IMG_A:-$T/a/vol0.img}" "${IMG_B:-$T/b/vol0.img}" "${VOL_SIZE_BYTES:-0}" <<'EOF' || fail "the replicas differ"
@@ -254,6 +255,7 @@ proxy_start()
 		--target "127.0.0.1:${REPP[b]}" --control "$T/proxy.sock" >"$T/proxy.out" 2>"$T/proxy.log" &
 	pid=$!
 	track "$pid"
+	# shellcheck disable=SC2034 # for the tests that stop the proxy
 	PROXY_PID=$pid
 	for ((i = 0; i < 100; i++)); do
 		grep -q ready "$T/proxy.out" 2>/dev/null && return 0
