@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "../common/crc32c.h"
+#include "../common/util.h"
 
 static void copy_name(char *dst, const char *src)
 {
@@ -322,13 +323,8 @@ int md_meta_write(struct md *md, const uint8_t *buf, size_t len)
 uint64_t md_new_gen(void)
 {
 	uint64_t g = 0;
-	while (g <= 1) {
-		if (getrandom(&g, sizeof(g), 0) != sizeof(g)) {
-			struct timespec ts;
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			g = ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) ^
-			    ((uint64_t)getpid() << 32);
-		}
-	}
+	while (g <= 1)
+		if (getrandom(&g, sizeof(g), 0) != sizeof(g))
+			g = now_ns() ^ ((uint64_t)getpid() << 32);
 	return g;
 }
