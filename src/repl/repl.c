@@ -378,6 +378,12 @@ static void gen_rotate(struct repl *r, struct rconn *c)
 	send_small(c, b, repl_enc_gen(b, REPL_SET_GEN, g, GEN_EMPTY));
 }
 
+/* The data area is a consistent image (whatever it may lack). */
+static bool disk_consistent(enum vol_disk d)
+{
+	return d == VOL_UPTODATE || d == VOL_OUTDATED || d == VOL_CONSISTENT;
+}
+
 static void fill_state(struct repl *r, struct repl_state *s)
 {
 	const struct md_sb *m = sb(r);
@@ -390,8 +396,7 @@ static void fill_state(struct repl *r, struct repl_state *s)
 		s->gen_history[i] = m->gen_history[i];
 	if (r->v->disk == VOL_UPTODATE)
 		s->flags |= REPL_ST_UPTODATE;
-	if (r->v->disk == VOL_UPTODATE || r->v->disk == VOL_OUTDATED ||
-	    r->v->disk == VOL_CONSISTENT)
+	if (disk_consistent(r->v->disk))
 		s->flags |= REPL_ST_CONSISTENT;
 	if (r->v->disk == VOL_CONSISTENT)
 		s->flags |= REPL_ST_UNVERIFIED;
@@ -1362,11 +1367,21 @@ static void rs_start_live(struct repl *r)
 	ev_defer(r->ev, &r->rs_kick);
 }
 
-/* R10: the peer failed a write or a flush of ours. It marked its disk
- * inconsistent before answering; here the regions are marked and copied to
- * it again (now, or on the next connect). */
-static void peer_failed(struct repl *r)
+/* R10: the peer failed io, a write or a flush of ours (foreground, cleaner
+ * or drain). It marked its disk inconsistent before answering; here what it
+ * lacks is marked (for a FLUSH, what it had not made durable: the extents of
+ * the activity log) and copied to it again (now, or on the next connect). */
+static void peer_failed(struct repl *r, const struct vol_io *io, int res)
 {
+	if (r->rs != RR_SYNCSOURCE) /* once, not per request */
+		log_warn("volume %s: %s failed a %s: %s; it is not up to date until that is "
+			 "resynced",
+			 r->v->name, peer_name(r), io->type == BS_FLUSH ? "flush" : "write",
+			 strerror(-res));
+	if (io->type == BS_FLUSH)
+		al_mark(r);
+	else
+		oos_mark(r, io->off, io->len);
 	r->peer.disk = VOL_INCONSISTENT;
 	if (r->rs == RR_SYNCSOURCE || r->vfy == VFY_RUNNING || !peer_ready(r))
 		return; /* the running resync, or the one after verify, copies them */
@@ -1594,8 +1609,7 @@ static void apply_failed(struct repl *r, struct rconn *c, const struct rapply *a
 {
 	if (c == r->conn && r->rs == RR_SYNCTARGET)
 		c->target_fails++;
-	if (r->v->disk == VOL_UPTODATE || r->v->disk == VOL_CONSISTENT ||
-	    r->v->disk == VOL_OUTDATED) {
+	if (disk_consistent(r->v->disk)) {
 		log_warn("volume %s: %s of %llu bytes at %llu from %s failed here: %s", r->v->name,
 			 a->type == REPL_FLUSH ? "flush" : "write", (unsigned long long)a->io.len,
 			 (unsigned long long)a->io.off, c->peer_node, strerror(-res));
@@ -2054,32 +2068,14 @@ static int handle_msg(struct rconn *c, const uint8_t *body)
 				if (res == 0) {
 					io->rep.peer_ok = true;
 				} else {
-					/* The peer lacks this write (or, for a failed
-					 * FLUSH, what it had not made durable: the
-					 * extents of the activity log), R10. */
-					if (r->rs != RR_SYNCSOURCE) /* once, not per write */
-						log_warn("volume %s: %s failed a %s: %s; it is not "
-							 "up to date until that is resynced",
-							 r->v->name, c->peer_node,
-							 io->type == BS_FLUSH ? "flush" : "write",
-							 strerror(-res));
-					if (io->type == BS_FLUSH)
-						al_mark(r);
-					else
-						oos_mark(r, io->off, io->len);
-					peer_failed(r);
+					peer_failed(r, io, res);
 				}
 				fg_put(r, io);
 			} else if (io->rep.kind == K_RS) {
 				rs_acked(r, container_of(io, struct rsreq, io), res);
 			} else if (io->rep.kind == K_CLEAN) {
-				if (res < 0) { /* the peer failed our FLUSH: R10 */
-					log_warn("volume %s: %s failed a flush: %s; it is not up to "
-						 "date until that is resynced",
-						 r->v->name, c->peer_node, strerror(-res));
-					al_mark(r);
-					peer_failed(r);
-				}
+				if (res < 0) /* the peer failed our FLUSH */
+					peer_failed(r, io, res);
 				io->rep.lres = res ? res : io->rep.lres;
 				io->local_done(io, 0);
 			}
