@@ -25,10 +25,7 @@ CRASH_AT=3
 LAT_MARGIN=4
 
 write_config2 "$T/c.ini"
-start a
-start b
-wait_connected
-wait_for a "p['replication'] == 'established'"
+start_pair
 
 # Random 4K writes at QD 8 from 4 jobs (4 connections), each in its own 4M
 # slice, checked with crc32c while writing (verify_backlog re-reads recent

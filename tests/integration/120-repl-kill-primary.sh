@@ -120,10 +120,7 @@ main()
 EOF
 
 write_config2 "$T/c.ini"
-start a
-start b
-wait_connected
-wait_for a "p['replication'] == 'established'"
+start_pair
 
 python3 "$T/nbdw.py" write 127.0.0.1 "${NBDP[a]}" "$T/acked" "$NWORKERS" "$FIRST" "$BS" "$NBLOCKS" "$RATE" \
 	2>"$T/writer.err" &

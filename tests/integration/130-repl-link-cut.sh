@@ -178,10 +178,7 @@ syncsources() { grep -c "replication with b: off -> syncsource" "$T/a.log" || tr
 
 PROXY=1 write_config2 "$T/c.ini"
 proxy_start
-start a
-start b
-wait_connected
-wait_for a "p['replication'] == 'established'"
+start_pair
 
 python3 "$T/nbdload.py" run 127.0.0.1 "${NBDP[a]}" "$T/acks" "$NWORKERS" "$QD" "$FIRST" "$BS" \
 	"$NBLOCKS" "$T/stop" 2>"$T/load.err" &

@@ -13,10 +13,7 @@ fio --enghelp=nbd >/dev/null 2>&1 || { echo "SKIP: fio has no nbd engine" >&2; e
 
 export VOL_SIZE=256M
 write_config2 "$T/c.ini" "resync-rate = 16M"
-start a
-start b
-wait_connected
-wait_for a "p['replication'] == 'established'"
+start_pair
 
 stop b
 head -c 128M /dev/urandom >"$T/data"

@@ -12,10 +12,7 @@ need nbdcopy qemu-io python3
 
 export VOL_SIZE=64M
 write_config2 "$T/c.ini"
-start a
-start b
-wait_connected
-wait_for a "p['replication'] == 'established'"
+start_pair
 head -c 48M /dev/urandom >"$T/data"
 nbdcopy "$T/data" "$(uri a)" || fail "writing to a failed"
 compare_replicas

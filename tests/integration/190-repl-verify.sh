@@ -38,10 +38,7 @@ refused()
 }
 
 write_config2 "$T/c.ini"
-start a
-start b
-wait_connected
-wait_for a "p['replication'] == 'established'"
+start_pair
 events_follow a "$T/a.events"
 events_follow b "$T/b.events"
 

@@ -40,10 +40,7 @@ link_total()
 
 PROXY=1 write_config2 "$T/c.ini"
 proxy_start
-start a
-start b
-wait_connected
-wait_for a "p['replication'] == 'established'"
+start_pair
 
 head -c "${DATA_MB}M" /dev/urandom >"$T/data"
 nbdcopy "$T/data" "$(uri a)" || fail "writing ${DATA_MB}M to a failed"

@@ -27,10 +27,7 @@ RUNTIME=${RUNTIME:-8}
 MAX_LAT=1.0   # s: no foreground request may take this long
 
 write_config2 "$T/c.ini"
-start a
-start b
-wait_connected
-wait_for a "p['replication'] == 'established'"
+start_pair
 
 ctl_on a disconnect vol0 || fail "disconnect on a failed"
 wait_for a "p['connection'] != 'connected'" 15

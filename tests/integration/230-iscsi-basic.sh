@@ -11,13 +11,9 @@
 need qemu-img iscsi-ls iscsi-inq iscsi-readcapacity16 python3
 
 export VOL_SIZE=64M
-ISCSI_PORT=$(free_port)
-write_config "$T/c.ini"
-# the iSCSI address goes into the node's section
-sed -i "s|^nbd = .*|&\niscsi = 127.0.0.1:$ISCSI_PORT|" "$CFG"
+write_config_iscsi "$T/c.ini"
 start_node
 
-IQN=iqn.2026-11.org.tandem:it.vol0
 PORTAL=127.0.0.1:$ISCSI_PORT
 LUN_URL=iscsi://$PORTAL/$IQN/0
 

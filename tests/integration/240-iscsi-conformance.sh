@@ -37,13 +37,9 @@ INIT1=iqn.2026-12.test:conformance-1
 INIT2=iqn.2026-12.test:conformance-2
 
 export VOL_SIZE=128M
-ISCSI_PORT=$(free_port)
-write_config "$T/c.ini"
-# the iSCSI address goes into the node's section
-sed -i "s|^nbd = .*|&\niscsi = 127.0.0.1:$ISCSI_PORT|" "$CFG"
+write_config_iscsi "$T/c.ini"
 start_node
 
-IQN=iqn.2026-11.org.tandem:it.vol0
 URL=iscsi://127.0.0.1:$ISCSI_PORT/$IQN/0
 
 iscsi-test-cu --list >"$T/list.txt" 2>&1 || fail "iscsi-test-cu --list: $(cat "$T/list.txt")"

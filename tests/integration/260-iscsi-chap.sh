@@ -8,10 +8,8 @@
 need iscsi-ls iscsi-inq
 
 export VOL_SIZE=32M
-ISCSI_PORT=$(free_port)
-write_config "$T/c.ini" "auth = chap" "chap-user = alice" "chap-secret = alice-secret-12" \
+write_config_iscsi "$T/c.ini" "auth = chap" "chap-user = alice" "chap-secret = alice-secret-12" \
 	"chap-mutual-user = tgt" "chap-mutual-secret = target-secret-12"
-sed -i "s|^nbd = .*|&\niscsi = 127.0.0.1:$ISCSI_PORT|" "$CFG"
 sed -i "s|^secret = test-secret|&\nauth = chap\nchap-user = disc\nchap-secret = disc-secret-12|" "$CFG"
 start_node
 

@@ -17,12 +17,9 @@
 need qemu-img python3
 
 export VOL_SIZE=32M
-ISCSI_PORT=$(free_port)
-write_config "$T/c.ini"
-sed -i "s|^nbd = .*|&\niscsi = 127.0.0.1:$ISCSI_PORT|" "$CFG"
+write_config_iscsi "$T/c.ini"
 start_node
 
-IQN=iqn.2026-11.org.tandem:it.vol0
 OPTS="driver=iscsi,transport=tcp,portal=127.0.0.1:$ISCSI_PORT,target=$IQN,lun=0,header-digest=crc32c,initiator-name=iqn.2026-12.test:qemu"
 
 # 1. header digests from libiscsi, through qemu (libiscsi's own tools always

@@ -19,11 +19,8 @@
 need python3 qemu-io
 
 export VOL_SIZE=16M
-ISCSI_PORT=$(free_port)
-write_config "$T/c.ini"
-sed -i "s|^nbd = .*|&\niscsi = 127.0.0.1:$ISCSI_PORT|" "$CFG"
+write_config_iscsi "$T/c.ini"
 start_node
-IQN=iqn.2026-11.org.tandem:it.vol0
 
 cat >"$T/caw.py" <<'PY'
 import struct, subprocess, sys

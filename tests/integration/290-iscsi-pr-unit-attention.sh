@@ -18,11 +18,8 @@
 need python3
 
 export VOL_SIZE=16M
-ISCSI_PORT=$(free_port)
-write_config "$T/c.ini"
-sed -i "s|^nbd = .*|&\niscsi = 127.0.0.1:$ISCSI_PORT|" "$CFG"
+write_config_iscsi "$T/c.ini"
 start_node
-IQN=iqn.2026-11.org.tandem:it.vol0
 
 cat >"$T/pr.py" <<'PY'
 import struct, sys

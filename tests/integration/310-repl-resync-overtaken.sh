@@ -27,10 +27,7 @@ export VOL_SIZE=32M
 PROXY=1 write_config2 "$T/c.ini"
 proxy_start
 proxy delay "${DELAY:-1}"
-start a
-start b
-wait_connected
-wait_for a "p['replication'] == 'established'"
+start_pair
 
 ROUNDS=${ROUNDS:-6}
 for ((round = 1; round <= ROUNDS; round++)); do

@@ -23,10 +23,7 @@ fio --enghelp=nbd >/dev/null 2>&1 || { echo "SKIP: fio has no nbd engine" >&2; e
 
 export VOL_SIZE=256M
 write_config2 "$T/c.ini"
-start a
-start b
-wait_connected
-wait_for a "p['replication'] == 'established'"
+start_pair
 
 fio --name=fill --ioengine=nbd --uri="$(uri a)" --rw=randwrite --bs=4k --iodepth=16 \
 	--size=256M --io_size=16M --randrepeat=0 --output="$T/fio1.out" >/dev/null 2>&1 ||

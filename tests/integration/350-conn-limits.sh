@@ -22,12 +22,9 @@
 need python3 nbdinfo
 
 export VOL_SIZE=16M
-ISCSI_PORT=$(free_port)
-write_config "$T/c.ini"
-sed -i "s|^nbd = .*|&\niscsi = 127.0.0.1:$ISCSI_PORT|" "$CFG"
+write_config_iscsi "$T/c.ini"
 sed -i "s|^secret = test-secret|&\nmax-connections = 12\nmax-connections-per-address = 5\nhandshake-timeout = 3|" "$CFG"
 start_node
-IQN=iqn.2026-11.org.tandem:it.vol0
 
 cat >"$T/limits.py" <<'PY'
 import select, socket, subprocess, sys, threading, time

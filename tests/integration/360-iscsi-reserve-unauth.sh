@@ -11,11 +11,8 @@
 need python3
 
 export VOL_SIZE=16M
-ISCSI_PORT=$(free_port)
-write_config "$T/c.ini" "auth = chap" "chap-user = alice" "chap-secret = alice-secret-12"
-sed -i "s|^nbd = .*|&\niscsi = 127.0.0.1:$ISCSI_PORT|" "$CFG"
+write_config_iscsi "$T/c.ini" "auth = chap" "chap-user = alice" "chap-secret = alice-secret-12"
 start_node
-IQN=iqn.2026-11.org.tandem:it.vol0
 
 cat >"$T/unauth.py" <<'PY'
 import struct, sys, time

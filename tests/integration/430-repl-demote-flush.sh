@@ -14,10 +14,7 @@ need python3
 
 export VOL_SIZE=32M
 write_config2 "$T/c.ini"
-start a
-start b
-wait_connected
-wait_for a "p['replication'] == 'established'"
+start_pair
 # Writes without any flush, spread over many extents.
 python3 - "${NBDP[a]}" <<'EOF2' || fail "writing to a failed"
 import os, struct, sys

@@ -17,10 +17,7 @@ export VOL_SIZE=1G
 mkdir -p "$T/img"
 mount_tmpfs "$T/a" 4m
 write_config2 "$T/c.ini" "disk.a = $T/img/a.img"
-start a
-start b
-wait_connected
-wait_for a "p['replication'] == 'established'"
+start_pair
 put a 0 $((1 << 20))
 ctl_on a wait-sync vol0 --timeout 30 || fail "a: wait-sync"
 # Fill a's metadata file system.

@@ -14,10 +14,7 @@ write_config2 "$T/c.ini"
 ISCP=$(free_port)
 sed -i "s|^nbd = 127.0.0.1:${NBDP[a]}\$|&\niscsi = 127.0.0.1:$ISCP|" "$CFG"
 IQN=iqn.2026-11.org.tandem:it.vol0
-start a
-start b
-wait_connected
-wait_for a "p['replication'] == 'established'"
+start_pair
 put a $((2 << 30)) $((1 << 20))
 put a $((5 << 30)) $((1 << 20))
 put a $((7 << 30)) $((1 << 20))

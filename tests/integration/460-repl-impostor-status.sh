@@ -11,10 +11,7 @@ need python3
 
 export VOL_SIZE=32M
 write_config2 "$T/c.ini"
-start a
-start b
-wait_connected
-wait_for a "p['replication'] == 'established'"
+start_pair
 events_follow b "$T/b.events"
 python3 - "${REPP[b]}" <<'PY' || fail "the impostor client failed"
 import os, socket, struct, sys

@@ -18,10 +18,7 @@ fi
 
 export VOL_SIZE=256M PEER_TIMEOUT=2
 write_config2 "$T/c.ini"
-start a
-start b
-wait_connected
-wait_for a "p['replication'] == 'established'"
+start_pair
 G=$CG/tandem-it-$$
 mkdir "$G" || { echo "SKIP: cannot make a blkio cgroup" >&2; exit 77; }
 AT_EXIT+=("cat '$G/cgroup.procs' 2>/dev/null | while read -r p; do echo \$p > '$CG/cgroup.procs'; done; rmdir '$G'")

@@ -10,10 +10,7 @@ need qemu-io python3
 
 export VOL_SIZE=64M
 write_config2 "$T/c.ini" "bitmap-granularity = 16M"
-start a
-start b
-wait_connected
-wait_for a "p['replication'] == 'established'"
+start_pair
 put a 0 $((8 << 20))
 ctl_on a wait-sync vol0 --timeout 30 || fail "a: wait-sync"
 ctl_on a verify vol0 || fail "verify did not start"

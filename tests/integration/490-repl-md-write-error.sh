@@ -13,10 +13,7 @@ need qemu-io python3 chattr
 
 export VOL_SIZE=32M
 write_config2 "$T/c.ini"
-start a
-start b
-wait_connected
-wait_for a "p['replication'] == 'established'"
+start_pair
 put a 0 $((1 << 20))
 chattr +i "$T/a/vol0.md" 2>/dev/null || { echo "SKIP: chattr +i does not work on $T" >&2; exit 77; }
 AT_EXIT+=("chattr -i '$T/a/vol0.md'")

@@ -49,6 +49,17 @@ need()
 	done
 }
 
+# write_config_iscsi FILE [LINE...]: write_config, plus an iSCSI portal on a
+# free port (ISCSI_PORT) in the node's section; IQN names vol0's target.
+write_config_iscsi()
+{
+	write_config "$@"
+	ISCSI_PORT=$(free_port)
+	sed -i "s|^nbd = .*|&\niscsi = 127.0.0.1:$ISCSI_PORT|" "$CFG"
+	IQN=iqn.2026-11.org.tandem:it.vol0
+	export ISCSI_PORT IQN
+}
+
 # mount_tmpfs DIR SIZE: a tmpfs of SIZE (mount's syntax) at DIR, unmounted at
 # exit; skips the test (77) where that is not allowed (not root, no mounts).
 mount_tmpfs()

@@ -178,6 +178,15 @@ wait_connected()
 	wait_for b "p['connection'] == 'connected'" "${1:-30}"
 }
 
+# start_pair: both nodes up, connected, and a's replication established.
+start_pair()
+{
+	start a
+	start b
+	wait_connected
+	wait_for a "p['replication'] == 'established'"
+}
+
 # Both data areas equal byte for byte (after wait-sync on both). Prints the
 # first differing regions when they are not. IMG_A, IMG_B: other image paths.
 compare_replicas()
