@@ -55,7 +55,7 @@
 #define MAX_CACHED (16u * 1024 * 1024) /* buffers kept on free slots, per connection */
 #define HS_MAX_QUEUED (256u * 1024) /* handshake replies not yet sent (N5) */
 
-enum conn_state { ST_CLIENT_FLAGS, ST_OPT, ST_XMIT, ST_DRAIN, ST_DEAD };
+enum conn_state { ST_CLIENT_FLAGS = 0, ST_OPT, ST_XMIT, ST_DRAIN, ST_DEAD };
 
 struct nbd_conn;
 
@@ -111,7 +111,13 @@ static void set_state(struct nbd_conn *c, enum conn_state to)
 		/* cppcheck-suppress unknownEvaluationOrder */
 		[ST_DEAD] = { [ST_DEAD] = true },
 	};
-	assert(legal[c->state][to]);
+	if (!legal[c->state][to]) {
+		/* A bug: abort where asserts are on, else refuse and say so. */
+		log_err("nbd: connection %d: illegal state change %d -> %d", c->peer.net.fd,
+			(int)c->state, (int)to);
+		assert(!"illegal NBD connection state change");
+		return;
+	}
 	c->state = to;
 	c->srv->entered[to]++;
 }
@@ -883,8 +889,7 @@ static void on_accept(struct net_srv *ns, int fd, const char *host)
 		close(fd);
 		return;
 	}
-	c->srv = s;
-	c->state = ST_CLIENT_FLAGS;
+	c->srv = s; /* calloc: c->state is ST_CLIENT_FLAGS, the first state */
 	c->resume.fn = conn_resume;
 	if (net_peer_open(&c->peer, s->ev, ns, fd, host, RXBUF, &nbd_net_ops, &nbd_peer_ops)) {
 		free(c);

@@ -16,7 +16,7 @@ static const char *refusal(struct net_srv *s, int fd, const char *host)
 	struct list *pos, *tmp;
 	unsigned same = 0;
 
-	list_for_each_safe(pos, tmp, &s->peers)
+	list_for_each_safe (pos, tmp, &s->peers)
 		if (strcmp(container_of(pos, struct net_peer, link)->host, host) == 0)
 			same++;
 	if (s->may_use_reserve) {
@@ -80,7 +80,7 @@ void net_srv_shutdown(struct net_srv *s)
 
 	s->shutting_down = true;
 	net_listener_close(&s->lis);
-	list_for_each_safe(pos, tmp, &s->peers) {
+	list_for_each_safe (pos, tmp, &s->peers) {
 		struct net_peer *p = container_of(pos, struct net_peer, link);
 		p->ops->kill(p, NULL);
 	}
@@ -90,7 +90,7 @@ void net_srv_abort(struct net_srv *s)
 {
 	struct list *pos, *tmp;
 
-	list_for_each_safe(pos, tmp, &s->peers)
+	list_for_each_safe (pos, tmp, &s->peers)
 		net_abort(&container_of(pos, struct net_peer, link)->net);
 }
 

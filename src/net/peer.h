@@ -59,8 +59,8 @@ struct net_peer {
 struct net_srv {
 	struct ev_loop *ev;
 	struct net_listener lis;
-	const char *name;     /* for the log: "nbd", "iscsi", ... */
-	unsigned max;         /* P2; 0: no limit */
+	const char *name; /* for the log: "nbd", "iscsi", ... */
+	unsigned max;     /* P2; 0: no limit */
 	unsigned max_per_addr;
 	uint64_t hs_timeout_ns; /* P3; 0: none */
 	/* The control and replication listeners may use the descriptors that
