@@ -13,6 +13,7 @@
 #include "../common/bufpool.h"
 #include "../common/list.h"
 #include "../net/net.h"
+#include "../net/peer.h"
 #include "../scsi/exec.h"
 #include "../scsi/lu.h"
 #include "iscsi_pdu.h"
@@ -43,17 +44,13 @@ struct iscsi_server {
 	struct ev_loop *ev;
 	struct lu *lus;      /* [nvols]: the logical unit of each volume */
 	struct bufpool pool; /* task data buffers */
-	struct net_listener lis;
+	struct net_srv srv;  /* listener, connections, limits, handshake-timeout */
 	char cluster[CFG_NAME_MAX];
 	const struct cfg *cfg;
 	char addr[CFG_ADDR_MAX];
 	struct vol **vols;
 	unsigned nvols;
-	struct list conns;
-	unsigned nconns;
-	uint64_t refused; /* connections refused at accept (limits) */
 	uint16_t next_tsih;
-	bool shutting_down;
 	uint64_t conn_entered[CS_DEAD + 1]; /* transitions into each state, for debugging */
 	uint64_t task_entered[TS_DONE + 1];
 };
@@ -61,10 +58,10 @@ struct iscsi_server {
 struct task;
 
 struct iconn {
-	struct net_conn net;
+	struct net_peer peer; /* socket and life: refs (output PDUs, tasks), reap */
 	struct iscsi_server *srv;
 	enum cstate st; /* written by conn_set_state only */
-	bool discovery, net_closed, logged_in_once;
+	bool discovery, logged_in_once;
 	struct vol *vol;
 	struct lu_nexus nx; /* this session's I_T nexus at vol's logical unit */
 	struct iscsi_params p;
@@ -100,15 +97,10 @@ struct iconn {
 	unsigned ntasks;
 	unsigned nwin; /* tasks not answered yet: what MaxCmdSN counts */
 	uint32_t next_ttt;
-	unsigned refs; /* outgoing PDUs and tasks in flight */
 	uint64_t last_rx_ns;
-	uint64_t held_out;       /* bytes_out when nop_tick last saw the hold */
-	uint64_t accepted_ns;    /* the login must end handshake-timeout after */
-	char host[NET_HOST_MAX]; /* the initiator's address, for its limit */
-	bool nop_out;            /* a ping is waiting for its answer */
+	uint64_t held_out; /* bytes_out when nop_tick last saw the hold */
+	bool nop_out;      /* a ping is waiting for its answer */
 	struct ev_timer nop_timer;
-	struct ev_deferred reap;
-	struct list link;
 };
 
 struct task {

@@ -50,7 +50,7 @@ static void portal(struct iconn *c, char *out, size_t len)
 		unsigned long n = strtoul(colon + 1, NULL, 10); /* validated by config */
 		port = n > 0 && n < 65536 ? (unsigned)n : port;
 	}
-	if (getsockname(c->net.fd, (struct sockaddr *)&ss, &sl) == 0) {
+	if (getsockname(c->peer.net.fd, (struct sockaddr *)&ss, &sl) == 0) {
 		if (ss.ss_family == AF_INET) {
 			struct sockaddr_in *a = (struct sockaddr_in *)&ss;
 			inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));

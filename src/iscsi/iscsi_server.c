@@ -58,13 +58,15 @@ void conn_set_state(struct iconn *c, enum cstate to)
 	};
 
 	if (!legal[c->st][to]) {
-		log_err("iscsi: connection %d: illegal transition %s -> %s refused", c->net.fd,
+		log_err("iscsi: connection %d: illegal transition %s -> %s refused", c->peer.net.fd,
 			cstate_name[c->st], cstate_name[to]);
 		assert(!"illegal iSCSI connection state transition");
 		return;
 	}
 	c->st = to;
 	c->srv->conn_entered[to]++;
+	if (to == CS_FULL)
+		net_peer_hs_done(&c->peer); /* the login ended in time */
 }
 
 static void put_le32(uint8_t *p, uint32_t v)
@@ -82,28 +84,22 @@ static uint32_t get_le32(const uint8_t *p)
 
 /* ---------- connections and output ---------- */
 
-static void conn_reap(struct ev_deferred *d)
+/* net_peer: closed, and no output PDU or task holds the connection. */
+static void conn_release(struct net_peer *p)
 {
-	struct iconn *c = container_of(d, struct iconn, reap);
+	struct iconn *c = container_of(p, struct iconn, peer);
 	struct iscsi_server *s = c->srv;
 
-	if (!c->net_closed || c->refs)
-		return;
 	ev_timer_cancel(s->ev, &c->nop_timer);
 	ev_undefer(s->ev, &c->unhold);
-	list_del(&c->link);
-	s->nconns--;
 	free(c->seg);
 	free(c->login_in);
-	net_conn_destroy(&c->net);
 	free(c);
 }
 
 void conn_unref(struct iconn *c)
 {
-	c->refs--;
-	if (c->net_closed && c->refs == 0)
-		ev_defer(c->srv->ev, &c->reap);
+	net_peer_unref(&c->peer);
 }
 
 void conn_kill(struct iconn *c, const char *why)
@@ -111,10 +107,10 @@ void conn_kill(struct iconn *c, const char *why)
 	if (c->st == CS_DEAD)
 		return;
 	if (why)
-		log_info("iscsi: closing connection %d (%s): %s", c->net.fd,
+		log_info("iscsi: closing connection %d (%s): %s", c->peer.net.fd,
 			 c->initiator[0] ? c->initiator : "no login yet", why);
 	conn_set_state(c, CS_DEAD);
-	net_close(&c->net);
+	net_close(&c->peer.net);
 }
 
 static void opdu_done(struct net_tx *tx, int err)
@@ -128,7 +124,7 @@ static void opdu_done(struct net_tx *tx, int err)
 		task_put(o->t);
 	free(o);
 	conn_unhold(c);
-	if (c->st == CS_LOGOUT && c->ntasks == 0 && c->refs == 1)
+	if (c->st == CS_LOGOUT && c->ntasks == 0 && c->peer.refs == 1)
 		conn_kill(c, NULL);
 	conn_unref(c);
 }
@@ -191,10 +187,10 @@ void opdu_send(struct iconn *c, struct opdu *o, bool status, const void *ext, ui
 		o->tx.iovcnt = n ? 3 : 2;
 	}
 	o->tx.done = opdu_done;
-	c->refs++;
+	net_peer_ref(&c->peer);
 	c->held += o->size;
 	c->nout++;
-	net_send(&c->net, &o->tx);
+	net_send(&c->peer.net, &o->tx);
 }
 
 void send_reject(struct iconn *c, uint8_t reason, const uint8_t bhs[ISCSI_BHS_LEN])
@@ -272,16 +268,11 @@ static void nop_tick(struct ev_timer *tm)
 		return;
 	/* While this side holds off reading (rx_held), the initiator's PDUs
 	 * wait in the socket: it is alive as long as it takes our output. */
-	if (c->rx_held && c->net.bytes_out != c->held_out) {
-		c->held_out = c->net.bytes_out;
+	if (c->rx_held && c->peer.net.bytes_out != c->held_out) {
+		c->held_out = c->peer.net.bytes_out;
 		c->last_rx_ns = ev_now(c->srv->ev);
 	}
 	idle = ev_now(c->srv->ev) - c->last_rx_ns;
-	if (c->st == CS_LOGIN && ev_now(c->srv->ev) - c->accepted_ns >=
-				     (uint64_t)c->srv->cfg->handshake_timeout_ms * 1000000ull) {
-		conn_kill(c, "login not finished within handshake-timeout");
-		return;
-	}
 	if (idle >= NOP_DEAD_NS) {
 		conn_kill(c, "initiator does not answer");
 		return;
@@ -304,7 +295,7 @@ static void dispatch(struct iconn *c);
 
 static void data_done(struct net_conn *nc, int err)
 {
-	struct iconn *c = container_of(nc, struct iconn, net);
+	struct iconn *c = container_of(nc, struct iconn, peer.net);
 	if (err) {
 		if (c->rx_task) {
 			struct task *t = c->rx_task;
@@ -412,7 +403,7 @@ static void unhold(struct ev_deferred *d)
 	if (!c->rx_held || c->st == CS_DEAD)
 		return;
 	c->rx_held = false;
-	net_rx_resume(&c->net);
+	net_rx_resume(&c->peer.net);
 }
 
 /* Held bytes went down: a paused connection reads on (from the loop, not
@@ -425,7 +416,7 @@ void conn_unhold(struct iconn *c)
 
 static void on_rx(struct net_conn *nc)
 {
-	struct iconn *c = container_of(nc, struct iconn, net);
+	struct iconn *c = container_of(nc, struct iconn, peer.net);
 
 	c->last_rx_ns = ev_now(c->srv->ev);
 	while (c->st != CS_DEAD && !nc->closing) {
@@ -595,12 +586,11 @@ static void on_rx(struct net_conn *nc)
 
 static void on_closed(struct net_conn *nc)
 {
-	struct iconn *c = container_of(nc, struct iconn, net);
+	struct iconn *c = container_of(nc, struct iconn, peer.net);
 
 	lu_nexus_lost(&c->nx); /* attached in the full feature phase only */
 	if (c->st != CS_DEAD)
 		conn_set_state(c, CS_DEAD);
-	c->net_closed = true;
 	if (c->rx_task) {
 		struct task *t = c->rx_task;
 		c->rx_task = NULL;
@@ -608,8 +598,7 @@ static void on_closed(struct net_conn *nc)
 	}
 	/* tasks still waiting for data never will get it */
 	tasks_abort(c);
-	c->refs++;
-	conn_unref(c);
+	net_peer_closed(&c->peer);
 }
 
 static const struct net_conn_ops iscsi_net_ops = {
@@ -619,47 +608,31 @@ static const struct net_conn_ops iscsi_net_ops = {
 
 /* ---------- the server ---------- */
 
-/* Why a new connection from host is refused, or NULL: too many on this
- * listener or from this host (max-connections, max-connections-per-address),
- * or file descriptors running short (kept for control and replication). */
-static const char *refuse(struct iscsi_server *s, int fd, const char *host)
+/* net_srv asks: shutdown (why NULL) or handshake-timeout: the login did
+ * not end in time. */
+static void conn_kill_peer(struct net_peer *p, const char *why)
 {
-	struct list *pos, *tmp;
-	unsigned same = 0;
-
-	list_for_each_safe(pos, tmp, &s->conns)
-		if (strcmp(container_of(pos, struct iconn, link)->host, host) == 0)
-			same++;
-	return net_refusal(fd, s->nconns, s->cfg->max_conns, same, s->cfg->max_conns_per_addr);
+	conn_kill(container_of(p, struct iconn, peer),
+		  why ? "login not finished within handshake-timeout" : NULL);
 }
 
-static void on_accept(struct net_listener *l, int fd)
-{
-	struct iscsi_server *s = container_of(l, struct iscsi_server, lis);
-	struct iconn *c;
-	char host[NET_HOST_MAX];
-	const char *why;
+static const struct net_peer_ops iscsi_peer_ops = {
+	.release = conn_release,
+	.kill = conn_kill_peer,
+};
 
-	if (s->shutting_down) {
-		close(fd);
-		return;
-	}
-	net_peer_host(fd, host);
-	if ((why = refuse(s, fd, host))) {
-		if (s->refused++ % 100 == 0)
-			log_warn("iscsi: refusing a connection from %s: %s (%llu refused so far)",
-				 host[0] ? host : "?", why, (unsigned long long)s->refused);
-		close(fd);
-		return;
-	}
-	c = calloc(1, sizeof(*c));
+/* Past admission (max-connections, max-connections-per-address, the
+ * descriptor reserve: net_srv). */
+static void on_accept(struct net_srv *ns, int fd, const char *host)
+{
+	struct iscsi_server *s = container_of(ns, struct iscsi_server, srv);
+	struct iconn *c = calloc(1, sizeof(*c));
+
 	if (!c) {
 		close(fd);
 		return;
 	}
 	c->srv = s; /* c->st is CS_LOGIN (0) */
-	snprintf(c->host, sizeof(c->host), "%s", host);
-	c->reap.fn = conn_reap;
 	c->unhold.fn = unhold;
 	c->nop_timer.fn = nop_tick;
 	list_init(&c->tasks);
@@ -668,17 +641,11 @@ static void on_accept(struct net_listener *l, int fd)
 	c->p.immediate_data = true;
 	c->p.max_burst = ISCSI_MAX_BURST;
 	c->p.first_burst = ISCSI_FIRST_BURST;
-	list_add(&s->conns, &c->link);
-	s->nconns++;
-	if (net_conn_init(&c->net, s->ev, fd, RXBUF, &iscsi_net_ops)) {
-		close(fd);
-		c->net.fd = -1;
-		c->net_closed = true;
-		c->refs++;
-		conn_unref(c);
+	if (net_peer_open(&c->peer, s->ev, ns, fd, host, RXBUF, &iscsi_net_ops, &iscsi_peer_ops)) {
+		free(c);
 		return;
 	}
-	c->last_rx_ns = c->accepted_ns = ev_now(s->ev);
+	c->last_rx_ns = ev_now(s->ev);
 	ev_timer_arm(s->ev, &c->nop_timer, 1000000000ull);
 }
 
@@ -691,7 +658,6 @@ int iscsi_server_new(struct ev_loop *ev, const char *addr, const struct cfg *cfg
 	if (!s)
 		return -ENOMEM;
 	s->ev = ev;
-	list_init(&s->conns);
 	bufpool_init(&s->pool, 64u << 20);
 	s->vols = vols;
 	s->nvols = nvols;
@@ -708,7 +674,12 @@ int iscsi_server_new(struct ev_loop *ev, const char *addr, const struct cfg *cfg
 	}
 	s->cfg = cfg;
 	snprintf(s->addr, sizeof(s->addr), "%s", addr);
-	r = net_listen(&s->lis, ev, addr, on_accept);
+	s->srv.name = "iscsi";
+	s->srv.max = cfg->max_conns;
+	s->srv.max_per_addr = cfg->max_conns_per_addr;
+	s->srv.hs_timeout_ns = (uint64_t)cfg->handshake_timeout_ms * 1000000ull;
+	s->srv.on_accept = on_accept;
+	r = net_srv_listen(&s->srv, ev, addr);
 	if (r) {
 		free(s->lus);
 		free(s);
@@ -720,24 +691,17 @@ int iscsi_server_new(struct ev_loop *ev, const char *addr, const struct cfg *cfg
 
 void iscsi_server_shutdown(struct iscsi_server *s)
 {
-	struct list *pos, *tmp;
-
-	s->shutting_down = true;
-	net_listener_close(&s->lis);
-	list_for_each_safe(pos, tmp, &s->conns)
-		conn_kill(container_of(pos, struct iconn, link), NULL);
+	net_srv_shutdown(&s->srv);
 }
 
 void iscsi_server_abort(struct iscsi_server *s)
 {
-	struct list *pos, *tmp;
-	list_for_each_safe(pos, tmp, &s->conns)
-		net_abort(&container_of(pos, struct iconn, link)->net);
+	net_srv_abort(&s->srv);
 }
 
 unsigned iscsi_server_conns(const struct iscsi_server *s)
 {
-	return s->nconns;
+	return s->srv.npeers;
 }
 
 void iscsi_server_free(struct iscsi_server *s)

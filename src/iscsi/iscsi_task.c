@@ -105,7 +105,7 @@ static void task_free(struct task *t)
 		bufpool_put(&c->srv->pool, t->cmd.buf, MAX(t->cmd.buf_len, 4096u));
 	exec_fini(&t->cmd);
 	free(t);
-	if (c->st == CS_LOGOUT && c->ntasks == 0 && c->refs == 1)
+	if (c->st == CS_LOGOUT && c->ntasks == 0 && c->peer.refs == 1)
 		conn_kill(c, NULL);
 	conn_unhold(c);
 	conn_unref(c);
@@ -423,7 +423,7 @@ struct task *task_cmd(struct iconn *c, const struct iscsi_bhs *h)
 	c->ntasks++;
 	t->in_window = true;
 	c->nwin++;
-	c->refs++;
+	net_peer_ref(&c->peer);
 	q = &t->cmd.req;
 	lu_decode(&c->nx, h->lun, t->cmd.cdb, ISCSI_CDB_LEN, t->expected, q);
 	if (q->kind == SCSI_IO && q->data_out_len)
