@@ -26,7 +26,7 @@
 #include "../common/log.h"
 #include "../common/util.h"
 #include "../vol/vol.h"
-#include "bitmap.h"
+#include "../bm/bitmap.h"
 #include "repl_codec.h"
 #include "repl_gen.h"
 #include "rsctl.h"
@@ -2599,6 +2599,22 @@ static void tick(struct ev_timer *t)
 
 /* ---- life of the replication object ---- */
 
+static void vol_submit_hook(void *ctx, struct vol_io *io)
+{
+	repl_submit(ctx, io);
+}
+
+static void vol_meta_hook(void *ctx)
+{
+	repl_meta_changed(ctx);
+}
+
+/* What the volume calls (vol.h): it never includes this component. */
+static const struct vol_repl_ops repl_vol_ops = {
+	.submit = vol_submit_hook,
+	.meta_changed = vol_meta_hook,
+};
+
 int repl_new(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned self,
 	     struct vol *v, char *err, size_t errlen)
 {
@@ -2701,6 +2717,8 @@ int repl_new(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned se
 			 (unsigned long long)bm_oos_count(r->bm));
 	r->last_clean_ns = now_ns();
 	v->repl = r;
+	v->repl_ops = &repl_vol_ops;
+	v->repl_ctx = r;
 	return 0;
 }
 
@@ -2769,6 +2787,8 @@ void repl_free(struct repl *r)
 	}
 	bufpool_drain(&r->pool);
 	r->v->repl = NULL;
+	r->v->repl_ops = NULL;
+	r->v->repl_ctx = NULL;
 	free(r);
 }
 

@@ -66,7 +66,8 @@
  *       time spent not reading the link (the apply limit) counts only while
  *       no apply completes either (then the local disk stalls).
  * Owns: the connection(s) of its volume, the change bitmap.
- * Never: serves front-end I/O by itself (the volume calls repl_submit). */
+ * Never: serves front-end I/O by itself (the volume hands it writes through
+ * its hook, struct vol_repl_ops, which repl_new fills in). */
 #ifndef TANDEM_REPL_H
 #define TANDEM_REPL_H
 

@@ -36,9 +36,20 @@
 #include "../config/config.h"
 #include "../md/md.h"
 #include "../net/net.h"
-#include "../repl/bitmap.h"
+#include "../bm/bitmap.h"
 
 struct repl;
+struct vol_io;
+
+/* The replication hook: src/repl fills it in (with its context) when it
+ * attaches to a replicated volume, so that vol never calls into src/repl. */
+struct vol_repl_ops {
+	/* A write, trim, zero or flush of the replicated volume (vol_submit
+	 * hands it over); the replication completes it with vol_complete. */
+	void (*submit)(void *ctx, struct vol_io *io);
+	/* The volume attributes changed on this primary (vol_meta_set). */
+	void (*meta_changed)(void *ctx);
+};
 
 enum vol_role { VOL_SECONDARY = 0, VOL_PRIMARY };
 /* VOL_CONSISTENT: a replicated disk that was up to date when its node last
@@ -89,8 +100,12 @@ struct vol {
 	/* state-change events (`tandemctl events`): a JSON fragment per event */
 	void (*event_fn)(void *ctx, const char *json);
 	void *event_ctx;
-	/* replication: NULL for a volume that lives on one node */
+	/* replication: NULL for a volume that lives on one node. repl is the
+	 * object itself (for the control socket and the daemon; opaque here),
+	 * repl_ops and repl_ctx the hook vol_submit and vol_meta_set call. */
 	struct repl *repl;
+	const struct vol_repl_ops *repl_ops;
+	void *repl_ctx;
 	bool demoting; /* role change to secondary pending: new I/O refused */
 	/* volume attributes (the SCSI persistent reservations image, opaque
 	 * here): kept in the metadata file, replicated by the primary */
