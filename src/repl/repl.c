@@ -1922,295 +1922,412 @@ static void rs_done_flushed(struct vol_io *io, int res)
 
 /* ---- receiving ---- */
 
-static int handle_msg(struct rconn *c, const uint8_t *body)
+/* Message handlers. Each returns 0 (go on reading), 1 (a payload follows:
+ * receive it directly into c->rx_cur) or -1 (the connection ends: stop). The
+ * table below says in which handshake stages each is accepted. */
+
+static int msg_error(struct rconn *c, const struct repl_msg *m)
 {
 	struct repl *r = c->r;
-	struct repl_msg *m = &c->m;
+	char msg[REPL_MAX_ERROR + 1];
 
-	if (repl_decode_body(body, m)) {
+	memcpy(msg, m->var, m->var_len);
+	msg[m->var_len] = '\0';
+	/* Only an authenticated peer, or the one this node dialed, may
+	 * change what status says (not anyone who can reach the port). */
+	if (r && (c->got_auth || (c->dialer && c == r->conn))) {
+		snprintf(r->error, sizeof(r->error), "%s: %s",
+			 c->peer_node[0] ? c->peer_node : "peer", msg);
+		if (c->got_auth && strstr(msg, "split brain"))
+			r->split_brain = true;
+	}
+	log_warn("replication%s%s: the peer refused: %s", r ? " of volume " : "",
+		 r ? r->v->name : "", msg);
+	conn_abort(c);
+	return -1;
+}
+
+static int msg_hello(struct rconn *c, const struct repl_msg *m)
+{
+	return on_hello(c, &m->u.hello);
+}
+
+static int msg_auth(struct rconn *c, const struct repl_msg *m)
+{
+	struct repl *r = c->r;
+	uint8_t mac[REPL_MAC_LEN];
+
+	hmac_for(r, c, !c->dialer, c->peer_node, mac);
+	if (CRYPTO_memcmp(mac, m->u.auth.mac, REPL_MAC_LEN) != 0) {
+		conn_refuse(c, "authentication failed: node %s does not know the cluster "
+			       "secret",
+			    c->peer_node);
+		return -1;
+	}
+	c->got_auth = true;
+	if (r->admin_down || r->shutting_down) {
+		conn_refuse(c, "volume %s is disconnected by its administrator", r->v->name);
+		return -1;
+	}
+	c->stage = ST_STATE;
+	if (c->dialer)
+		send_auth(c);
+	/* The connection is authentic: it replaces an older one. */
+	if (r->conn && r->conn != c) {
+		struct rconn *old = r->conn;
+		log_info("volume %s: new connection from %s replaces the old one",
+			 r->v->name, c->peer_node);
+		conn_abort(old);
+	}
+	r->conn = c;
+	r->last_ping_ns = ev_now(r->ev);
+	send_state(c);
+	send_bitmap(c);
+	return 0;
+}
+
+/* The peer's STATE in the handshake: what handshake_decide decides on. */
+static int hs_state(struct rconn *c, const struct repl_msg *m)
+{
+	c->pst = m->u.state;
+	c->stage = ST_BITMAP;
+	return 0;
+}
+
+/* A STATE once connected: the peer's role or disk changed. */
+static int run_state(struct rconn *c, const struct repl_msg *m)
+{
+	struct repl *r = c->r;
+	bool was_primary = r->peer.role == REPL_ROLE_PRIMARY;
+	bool peer_target = m->u.state.disk == VOL_INCONSISTENT;
+
+	/* The first STATE after the handshake shows what the peer decided:
+	 * both sides must have come to the same answer (they decide on
+	 * each other's earlier STATE, which a role change or a write in
+	 * between can make stale). Otherwise: start over. */
+	if (!c->checked_decision) {
+		c->checked_decision = true;
+		enum repl_rep_state mine = c->decided;
+		if ((mine == RR_SYNCTARGET && peer_target) ||
+		    (mine == RR_ESTABLISHED && peer_target) ||
+		    (mine == RR_SYNCSOURCE && !peer_target)) {
+			conn_fail(c, "%s came to another verdict in the handshake; "
+				     "starting over", c->peer_node);
+			return -1;
+		}
+	}
+	r->peer = m->u.state;
+	if (was_primary != (r->peer.role == REPL_ROLE_PRIMARY))
+		log_info("volume %s: %s is now %s", r->v->name, c->peer_node,
+			 r->peer.role == REPL_ROLE_PRIMARY ? "primary" : "secondary");
+	return 0;
+}
+
+/* STATE is accepted in two stages, with a different meaning in each. */
+static int msg_state(struct rconn *c, const struct repl_msg *m)
+{
+	return c->stage == ST_STATE ? hs_state(c, m) : run_state(c, m);
+}
+
+static int msg_bitmap(struct rconn *c, const struct repl_msg *m)
+{
+	struct repl *r = c->r;
+	uint64_t w[REPL_MAX_BITMAP_WORDS];
+
+	for (uint32_t i = 0; i < m->u.bitmap.words; i++)
+		w[i] = repl_bitmap_word(m, i);
+	if (m->u.bitmap.start + m->u.bitmap.words > bm_words(r->bm)) {
+		conn_fail(c, "bitmap beyond the volume");
+		return -1;
+	}
+	bm_merge_words(r->bm, m->u.bitmap.start, w, m->u.bitmap.words);
+	return 0;
+}
+
+static int msg_bitmap_end(struct rconn *c, const struct repl_msg *m)
+{
+	(void)m;
+	c->got_bm_end = true;
+	handshake_decide(c);
+	return conn_usable(c) ? 0 : -1;
+}
+
+static int msg_ping(struct rconn *c, const struct repl_msg *m)
+{
+	uint8_t b[32];
+
+	send_small(c, b, repl_enc_ping(b, REPL_PONG, m->u.ping.cookie));
+	return 0;
+}
+
+static int msg_pong(struct rconn *c, const struct repl_msg *m)
+{
+	struct repl *r = c->r;
+
+	if (r->demote_cookie && m->u.ping.cookie == r->demote_cookie)
+		r->demote_cookie = 0;
+	return 0;
+}
+
+static int msg_ack(struct rconn *c, const struct repl_msg *m)
+{
+	struct repl *r = c->r;
+
+	for (uint32_t i = 0; i < m->u.ack.count; i++) {
+		uint64_t seq;
+		int32_t res;
+		struct vol_io *io;
+		repl_ack_entry(m, i, &seq, &res);
+		io = r->slots[slot_of(seq)];
+		if (!io || io->rep.seq != seq) {
+			conn_fail(c, "acknowledgement for unknown request %llu",
+				  (unsigned long long)seq);
+			return -1;
+		}
+		if (res > 0 && !(io->rep.kind == K_RS &&
+				 container_of(io, struct rsreq, io)->phase == RQ_CSUM)) {
+			conn_fail(c, "digest verdict for request %llu, which is no digest",
+				  (unsigned long long)seq);
+			return -1;
+		}
+		r->slots[slot_of(seq)] = NULL;
+		if (io->rep.kind == K_FG) {
+			if (res == 0) {
+				io->rep.peer_ok = true;
+			} else {
+				peer_failed(r, io, res);
+			}
+			fg_put(r, io);
+		} else if (io->rep.kind == K_RS) {
+			rs_acked(r, container_of(io, struct rsreq, io), res);
+		} else if (io->rep.kind == K_CLEAN) {
+			if (res < 0) /* the peer failed our FLUSH */
+				peer_failed(r, io, res);
+			io->rep.lres = res ? res : io->rep.lres;
+			io->local_done(io, 0);
+		}
+		/* An orderly disconnect's FLUSH ack ends the connection
+		 * here (drain_done): the acks after it are moot. */
+		if (c->aborted)
+			return -1;
+	}
+	return 0;
+}
+
+/* WRITE, TRIM, ZERO, FLUSH, RS_DATA, RS_ZERO, CSUM: something to apply here
+ * (the table refuses them on a primary: R6). */
+static int msg_data(struct rconn *c, const struct repl_msg *m)
+{
+	struct repl *r = c->r;
+	struct rapply *a;
+
+	if ((m->type == REPL_RS_DATA || m->type == REPL_RS_ZERO) && r->rs != RR_SYNCTARGET) {
+		conn_fail(c, "resync data while not sync target");
+		return -1;
+	}
+	if ((m->type == REPL_RS_ZERO || m->type == REPL_CSUM) &&
+	    !(c->features & REPL_FEAT_RESYNC2)) {
+		conn_fail(c, "message of type %u without the feature that defines it", m->type);
+		return -1;
+	}
+	if (m->type != REPL_FLUSH &&
+	    (m->u.io.off > r->v->size || m->u.io.len > r->v->size - m->u.io.off ||
+	     m->u.io.off % r->v->min_block || m->u.io.len % r->v->min_block)) {
+		conn_fail(c, "request outside the volume or misaligned (%llu+%u)",
+			  (unsigned long long)m->u.io.off, m->u.io.len);
+		return -1;
+	}
+	a = apply_new(c, m);
+	if (!a) {
+		conn_fail(c, "out of memory");
+		return -1;
+	}
+	if (m->type == REPL_CSUM) {
+		a->io.buf = bufpool_get(&r->pool, a->io.len);
+		if (!a->io.buf) {
+			free(a);
+			conn_fail(c, "out of memory");
+			return -1;
+		}
+		c->apply_bytes += a->io.len;
+		apply_queue(c, a);
+		if (c->apply_bytes >= APPLY_MAX_BYTES)
+			net_rx_pause(&c->net);
+		return 0;
+	}
+	if (m->data_len) {
+		a->io.buf = bufpool_get(&r->pool, m->data_len);
+		if (!a->io.buf) {
+			free(a);
+			conn_fail(c, "out of memory");
+			return -1;
+		}
+		c->apply_bytes += m->data_len;
+		c->rx_cur = a;
+		return 1; /* payload follows: receive it directly */
+	}
+	apply_queue(c, a);
+	return 0;
+}
+
+static int msg_rs_done(struct rconn *c, const struct repl_msg *m)
+{
+	struct repl *r = c->r;
+	struct rsdone *d;
+
+	if (r->rs != RR_SYNCTARGET) {
+		conn_fail(c, "resync done while not sync target");
+		return -1;
+	}
+	/* The copied data must be durable before the disk is called up
+	 * to date. */
+	d = calloc(1, sizeof(*d));
+	if (!d) {
+		conn_fail(c, "out of memory");
+		return -1;
+	}
+	d->r = r;
+	d->c = c;
+	d->gen = m->u.gen.gen_current;
+	d->io.type = BS_FLUSH;
+	r->rs_flushing++;
+	vol_local(r->v, &d->io, rs_done_flushed);
+	return 0;
+}
+
+static int msg_rs_start(struct rconn *c, const struct repl_msg *m)
+{
+	struct repl *r = c->r;
+
+	/* The peer verified and found differences: it copies its marked
+	 * regions here now. */
+	if (!(c->features & REPL_FEAT_RESYNC2) || r->v->role == VOL_PRIMARY ||
+	    r->rs != RR_ESTABLISHED || sb(r)->gen_current != m->u.gen.gen_current) {
+		conn_fail(c, "unexpected resync start from %s", c->peer_node);
+		return -1;
+	}
+	log_info("volume %s: %s found differences; resync from it starts", r->v->name,
+		 c->peer_node);
+	r->rs_total = 0;
+	vol_set_disk(r->v, VOL_INCONSISTENT);
+	c->target_fails = 0;
+	set_rs(r, RR_SYNCTARGET);
+	return 0;
+}
+
+static int msg_meta(struct rconn *c, const struct repl_msg *m)
+{
+	struct repl *r = c->r;
+
+	/* stored whatever our role: one sent by the peer while it was still
+	 * primary may arrive after a switchover made this node primary */
+	if (!(c->features & REPL_FEAT_META)) {
+		conn_fail(c, "volume attributes from %s without the feature", c->peer_node);
+		return -1;
+	}
+	if (vol_meta_store(r->v, m->var, m->var_len))
+		log_warn("volume %s: volume attributes from %s not stored", r->v->name,
+			 c->peer_node);
+	return 0;
+}
+
+static int msg_set_gen(struct rconn *c, const struct repl_msg *m)
+{
+	struct repl *r = c->r;
+
+	if (r->v->role == VOL_PRIMARY || sb(r)->gen_current != m->u.gen.gen_bitmap) {
+		conn_fail(c, "unexpected new generation from %s", c->peer_node);
+		return -1;
+	}
+	gen_push_history(sb(r)->gen_history, sb(r)->gen_current);
+	sb(r)->gen_current = m->u.gen.gen_current;
+	if (vol_md_write(r->v)) { /* the disk is failed now (V4) */
+		conn_fail(c, "the new generation could not be recorded");
+		return -1;
+	}
+	return 0;
+}
+
+/* Handshake stages as bits, for the table. */
+#define STG(s) (1u << (s))
+#define STG_ALL (STG(ST_HELLO) | STG(ST_AUTH) | STG(ST_STATE) | STG(ST_BITMAP) | STG(ST_RUN))
+
+/* What each message type may do. A type without a handler, or received in a
+ * stage its entry does not name, is unexpected (the connection fails).
+ * min_len is the fixed part of its body: repl_decode_hdr refuses anything
+ * shorter, so the check here only guards the handlers' reads should the
+ * codec and this table ever disagree. */
+struct msg_type {
+	uint8_t stages;      /* STG() of the stages that accept it */
+	bool refuse_primary; /* R6: data to apply, which a primary never takes */
+	uint32_t min_len;
+	int (*fn)(struct rconn *c, const struct repl_msg *m);
+};
+
+#define REPL_TYPE_END (REPL_META + 1)
+
+/* (ERROR in every stage: a refusal may come at any point) */
+static const struct msg_type msg_types[REPL_TYPE_END] = {
+	[REPL_HELLO] = { .stages = STG(ST_HELLO), .min_len = sizeof(struct repl_hello),
+			 .fn = msg_hello },
+	[REPL_AUTH] = { .stages = STG(ST_AUTH), .min_len = sizeof(struct repl_auth),
+			.fn = msg_auth },
+	[REPL_STATE] = { .stages = STG(ST_STATE) | STG(ST_RUN),
+			 .min_len = sizeof(struct repl_state), .fn = msg_state },
+	[REPL_BITMAP] = { .stages = STG(ST_BITMAP), .min_len = sizeof(struct repl_bitmap),
+			  .fn = msg_bitmap },
+	[REPL_BITMAP_END] = { .stages = STG(ST_BITMAP), .min_len = 0, .fn = msg_bitmap_end },
+	[REPL_ERROR] = { .stages = STG_ALL, .min_len = 1, .fn = msg_error },
+	[REPL_WRITE] = { .stages = STG(ST_RUN), .refuse_primary = true,
+			 .min_len = sizeof(struct repl_io), .fn = msg_data },
+	[REPL_TRIM] = { .stages = STG(ST_RUN), .refuse_primary = true,
+			.min_len = sizeof(struct repl_io), .fn = msg_data },
+	[REPL_ZERO] = { .stages = STG(ST_RUN), .refuse_primary = true,
+			.min_len = sizeof(struct repl_io), .fn = msg_data },
+	[REPL_FLUSH] = { .stages = STG(ST_RUN), .refuse_primary = true,
+			 .min_len = sizeof(struct repl_flush), .fn = msg_data },
+	[REPL_ACK] = { .stages = STG(ST_RUN), .min_len = sizeof(struct repl_ack),
+		       .fn = msg_ack },
+	[REPL_PING] = { .stages = STG(ST_RUN), .min_len = sizeof(struct repl_ping),
+			.fn = msg_ping },
+	[REPL_PONG] = { .stages = STG(ST_RUN), .min_len = sizeof(struct repl_ping),
+			.fn = msg_pong },
+	[REPL_RS_DATA] = { .stages = STG(ST_RUN), .refuse_primary = true,
+			   .min_len = sizeof(struct repl_io), .fn = msg_data },
+	[REPL_RS_DONE] = { .stages = STG(ST_RUN), .min_len = sizeof(struct repl_gen),
+			   .fn = msg_rs_done },
+	[REPL_SET_GEN] = { .stages = STG(ST_RUN), .min_len = sizeof(struct repl_gen),
+			   .fn = msg_set_gen },
+	[REPL_RS_ZERO] = { .stages = STG(ST_RUN), .refuse_primary = true,
+			   .min_len = sizeof(struct repl_io), .fn = msg_data },
+	[REPL_CSUM] = { .stages = STG(ST_RUN), .refuse_primary = true,
+			.min_len = sizeof(struct repl_csum), .fn = msg_data },
+	[REPL_RS_START] = { .stages = STG(ST_RUN), .min_len = sizeof(struct repl_gen),
+			    .fn = msg_rs_start },
+	[REPL_META] = { .stages = STG(ST_RUN), .min_len = 0, .fn = msg_meta },
+};
+
+static int handle_msg(struct rconn *c, const uint8_t *body)
+{
+	struct repl_msg *m = &c->m;
+	const struct msg_type *t;
+
+	if (repl_decode_body(body, m) ||
+	    (m->type < REPL_TYPE_END && m->len < msg_types[m->type].min_len)) {
 		conn_fail(c, "malformed message of type %u", m->type);
 		return -1;
 	}
-	if (m->type == REPL_ERROR) {
-		char msg[REPL_MAX_ERROR + 1];
-		memcpy(msg, m->var, m->var_len);
-		msg[m->var_len] = '\0';
-		/* Only an authenticated peer, or the one this node dialed, may
-		 * change what status says (not anyone who can reach the port). */
-		if (r && (c->got_auth || (c->dialer && c == r->conn))) {
-			snprintf(r->error, sizeof(r->error), "%s: %s",
-				 c->peer_node[0] ? c->peer_node : "peer", msg);
-			if (c->got_auth && strstr(msg, "split brain"))
-				r->split_brain = true;
-		}
-		log_warn("replication%s%s: the peer refused: %s", r ? " of volume " : "",
-			 r ? r->v->name : "", msg);
-		conn_abort(c);
+	t = m->type < REPL_TYPE_END ? &msg_types[m->type] : NULL;
+	if (!t || !t->fn || !(t->stages & STG(c->stage))) {
+		conn_fail(c, "unexpected message of type %u", m->type);
 		return -1;
 	}
-	switch (c->stage) {
-	case ST_HELLO:
-		if (m->type != REPL_HELLO)
-			goto unexpected;
-		return on_hello(c, &m->u.hello);
-	case ST_AUTH: {
-		uint8_t mac[REPL_MAC_LEN];
-		if (m->type != REPL_AUTH)
-			goto unexpected;
-		hmac_for(r, c, !c->dialer, c->peer_node, mac);
-		if (CRYPTO_memcmp(mac, m->u.auth.mac, REPL_MAC_LEN) != 0) {
-			conn_refuse(c, "authentication failed: node %s does not know the cluster "
-				       "secret",
-				    c->peer_node);
-			return -1;
-		}
-		c->got_auth = true;
-		if (r->admin_down || r->shutting_down) {
-			conn_refuse(c, "volume %s is disconnected by its administrator", r->v->name);
-			return -1;
-		}
-		c->stage = ST_STATE;
-		if (c->dialer)
-			send_auth(c);
-		/* The connection is authentic: it replaces an older one. */
-		if (r->conn && r->conn != c) {
-			struct rconn *old = r->conn;
-			log_info("volume %s: new connection from %s replaces the old one",
-				 r->v->name, c->peer_node);
-			conn_abort(old);
-		}
-		r->conn = c;
-		r->last_ping_ns = ev_now(r->ev);
-		send_state(c);
-		send_bitmap(c);
-		return 0;
+	if (t->refuse_primary && c->r->v->role == VOL_PRIMARY) {
+		/* R6 */
+		conn_fail(c, "%s sent data while this node is primary", c->peer_node);
+		return -1;
 	}
-	case ST_STATE:
-		if (m->type != REPL_STATE)
-			goto unexpected;
-		c->pst = m->u.state;
-		c->stage = ST_BITMAP;
-		return 0;
-	case ST_BITMAP:
-		if (m->type == REPL_BITMAP) {
-			uint64_t w[REPL_MAX_BITMAP_WORDS];
-			for (uint32_t i = 0; i < m->u.bitmap.words; i++)
-				w[i] = repl_bitmap_word(m, i);
-			if (m->u.bitmap.start + m->u.bitmap.words > bm_words(r->bm)) {
-				conn_fail(c, "bitmap beyond the volume");
-				return -1;
-			}
-			bm_merge_words(r->bm, m->u.bitmap.start, w, m->u.bitmap.words);
-			return 0;
-		}
-		if (m->type != REPL_BITMAP_END)
-			goto unexpected;
-		c->got_bm_end = true;
-		handshake_decide(c);
-		return conn_usable(c) ? 0 : -1;
-	case ST_RUN:
-		break;
-	}
-	switch (m->type) {
-	case REPL_STATE: {
-		bool was_primary = r->peer.role == REPL_ROLE_PRIMARY;
-		bool peer_target = m->u.state.disk == VOL_INCONSISTENT;
-		/* The first STATE after the handshake shows what the peer decided:
-		 * both sides must have come to the same answer (they decide on
-		 * each other's earlier STATE, which a role change or a write in
-		 * between can make stale). Otherwise: start over. */
-		if (!c->checked_decision) {
-			c->checked_decision = true;
-			enum repl_rep_state mine = c->decided;
-			if ((mine == RR_SYNCTARGET && peer_target) ||
-			    (mine == RR_ESTABLISHED && peer_target) ||
-			    (mine == RR_SYNCSOURCE && !peer_target)) {
-				conn_fail(c, "%s came to another verdict in the handshake; "
-					     "starting over", c->peer_node);
-				return -1;
-			}
-		}
-		r->peer = m->u.state;
-		if (was_primary != (r->peer.role == REPL_ROLE_PRIMARY))
-			log_info("volume %s: %s is now %s", r->v->name, c->peer_node,
-				 r->peer.role == REPL_ROLE_PRIMARY ? "primary" : "secondary");
-		return 0;
-	}
-	case REPL_PING: {
-		uint8_t b[32];
-		send_small(c, b, repl_enc_ping(b, REPL_PONG, m->u.ping.cookie));
-		return 0;
-	}
-	case REPL_PONG:
-		if (r->demote_cookie && m->u.ping.cookie == r->demote_cookie)
-			r->demote_cookie = 0;
-		return 0;
-	case REPL_ACK:
-		for (uint32_t i = 0; i < m->u.ack.count; i++) {
-			uint64_t seq;
-			int32_t res;
-			struct vol_io *io;
-			repl_ack_entry(m, i, &seq, &res);
-			io = r->slots[slot_of(seq)];
-			if (!io || io->rep.seq != seq) {
-				conn_fail(c, "acknowledgement for unknown request %llu",
-					  (unsigned long long)seq);
-				return -1;
-			}
-			if (res > 0 && !(io->rep.kind == K_RS &&
-					 container_of(io, struct rsreq, io)->phase == RQ_CSUM)) {
-				conn_fail(c, "digest verdict for request %llu, which is no digest",
-					  (unsigned long long)seq);
-				return -1;
-			}
-			r->slots[slot_of(seq)] = NULL;
-			if (io->rep.kind == K_FG) {
-				if (res == 0) {
-					io->rep.peer_ok = true;
-				} else {
-					peer_failed(r, io, res);
-				}
-				fg_put(r, io);
-			} else if (io->rep.kind == K_RS) {
-				rs_acked(r, container_of(io, struct rsreq, io), res);
-			} else if (io->rep.kind == K_CLEAN) {
-				if (res < 0) /* the peer failed our FLUSH */
-					peer_failed(r, io, res);
-				io->rep.lres = res ? res : io->rep.lres;
-				io->local_done(io, 0);
-			}
-			/* An orderly disconnect's FLUSH ack ends the connection
-			 * here (drain_done): the acks after it are moot. */
-			if (c->aborted)
-				return -1;
-		}
-		return 0;
-	case REPL_WRITE:
-	case REPL_RS_DATA:
-	case REPL_RS_ZERO:
-	case REPL_CSUM:
-	case REPL_TRIM:
-	case REPL_ZERO:
-	case REPL_FLUSH: {
-		struct rapply *a;
-		if (r->v->role == VOL_PRIMARY) {
-			/* R6 */
-			conn_fail(c, "%s sent data while this node is primary", c->peer_node);
-			return -1;
-		}
-		if ((m->type == REPL_RS_DATA || m->type == REPL_RS_ZERO) && r->rs != RR_SYNCTARGET) {
-			conn_fail(c, "resync data while not sync target");
-			return -1;
-		}
-		if ((m->type == REPL_RS_ZERO || m->type == REPL_CSUM) &&
-		    !(c->features & REPL_FEAT_RESYNC2)) {
-			conn_fail(c, "message of type %u without the feature that defines it", m->type);
-			return -1;
-		}
-		if (m->type != REPL_FLUSH &&
-		    (m->u.io.off > r->v->size || m->u.io.len > r->v->size - m->u.io.off ||
-		     m->u.io.off % r->v->min_block || m->u.io.len % r->v->min_block)) {
-			conn_fail(c, "request outside the volume or misaligned (%llu+%u)",
-				  (unsigned long long)m->u.io.off, m->u.io.len);
-			return -1;
-		}
-		a = apply_new(c, m);
-		if (!a) {
-			conn_fail(c, "out of memory");
-			return -1;
-		}
-		if (m->type == REPL_CSUM) {
-			a->io.buf = bufpool_get(&r->pool, a->io.len);
-			if (!a->io.buf) {
-				free(a);
-				conn_fail(c, "out of memory");
-				return -1;
-			}
-			c->apply_bytes += a->io.len;
-			apply_queue(c, a);
-			if (c->apply_bytes >= APPLY_MAX_BYTES)
-				net_rx_pause(&c->net);
-			return 0;
-		}
-		if (m->data_len) {
-			a->io.buf = bufpool_get(&r->pool, m->data_len);
-			if (!a->io.buf) {
-				free(a);
-				conn_fail(c, "out of memory");
-				return -1;
-			}
-			c->apply_bytes += m->data_len;
-			c->rx_cur = a;
-			return 1; /* payload follows: receive it directly */
-		}
-		apply_queue(c, a);
-		return 0;
-	}
-	case REPL_RS_DONE: {
-		struct rsdone *d;
-		if (r->rs != RR_SYNCTARGET) {
-			conn_fail(c, "resync done while not sync target");
-			return -1;
-		}
-		/* The copied data must be durable before the disk is called up
-		 * to date. */
-		d = calloc(1, sizeof(*d));
-		if (!d) {
-			conn_fail(c, "out of memory");
-			return -1;
-		}
-		d->r = r;
-		d->c = c;
-		d->gen = m->u.gen.gen_current;
-		d->io.type = BS_FLUSH;
-		r->rs_flushing++;
-		vol_local(r->v, &d->io, rs_done_flushed);
-		return 0;
-	}
-	case REPL_RS_START:
-		/* The peer verified and found differences: it copies its marked
-		 * regions here now. */
-		if (!(c->features & REPL_FEAT_RESYNC2) || r->v->role == VOL_PRIMARY ||
-		    r->rs != RR_ESTABLISHED || sb(r)->gen_current != m->u.gen.gen_current) {
-			conn_fail(c, "unexpected resync start from %s", c->peer_node);
-			return -1;
-		}
-		log_info("volume %s: %s found differences; resync from it starts", r->v->name,
-			 c->peer_node);
-		r->rs_total = 0;
-		vol_set_disk(r->v, VOL_INCONSISTENT);
-		c->target_fails = 0;
-		set_rs(r, RR_SYNCTARGET);
-		return 0;
-	case REPL_META:
-		/* stored whatever our role: one sent by the peer while it was still
-		 * primary may arrive after a switchover made this node primary */
-		if (!(c->features & REPL_FEAT_META)) {
-			conn_fail(c, "volume attributes from %s without the feature", c->peer_node);
-			return -1;
-		}
-		if (vol_meta_store(r->v, m->var, m->var_len))
-			log_warn("volume %s: volume attributes from %s not stored", r->v->name,
-				 c->peer_node);
-		return 0;
-	case REPL_SET_GEN:
-		if (r->v->role == VOL_PRIMARY || sb(r)->gen_current != m->u.gen.gen_bitmap) {
-			conn_fail(c, "unexpected new generation from %s", c->peer_node);
-			return -1;
-		}
-		gen_push_history(sb(r)->gen_history, sb(r)->gen_current);
-		sb(r)->gen_current = m->u.gen.gen_current;
-		if (vol_md_write(r->v)) { /* the disk is failed now (V4) */
-			conn_fail(c, "the new generation could not be recorded");
-			return -1;
-		}
-		return 0;
-	default:
-		break;
-	}
-unexpected:
-	conn_fail(c, "unexpected message of type %u", m->type);
-	return -1;
+	return t->fn(c, m);
 }
 
 static void on_rx(struct net_conn *nc)
