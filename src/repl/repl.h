@@ -79,7 +79,6 @@
 #include "../ev/ev.h"
 
 struct vol;
-struct vol_io;
 struct repl;
 struct repl_server;
 
@@ -120,12 +119,6 @@ void repl_start(struct repl *r);
 void repl_shutdown(struct repl *r);
 bool repl_idle(const struct repl *r);
 void repl_free(struct repl *r); /* persists the bitmap; NULL is a no-op */
-
-void repl_submit(struct repl *r, struct vol_io *io);
-/* The volume attributes changed on this primary: sends them to the peer when
- * connected (after every write sent before; a later FLUSH's ack means the
- * peer stored them). Sent again whenever a connection is established. */
-void repl_meta_changed(struct repl *r);
 
 /* Admin. Return 0 done, -EAGAIN not yet (ask again), or -errno with msg. */
 int repl_promote(struct repl *r, bool force, char *msg, size_t len);
