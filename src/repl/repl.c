@@ -194,7 +194,7 @@ int repl_new(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned se
 
 void repl_start(struct repl *r)
 {
-	r->cs = RC_CONNECTING;
+	repl_set_cstate(r, RC_CONNECTING);
 	ev_timer_arm(r->ev, &r->tick, 100000000ull);
 	ev_timer_arm(r->ev, &r->retry, 0);
 }
@@ -219,7 +219,7 @@ void repl_shutdown(struct repl *r)
 		list_for_each_safe (pos, tmp, &r->bound)
 			conn_abort(container_of(pos, struct rconn, link));
 	}
-	set_cs(r, RC_STANDALONE);
+	repl_set_cstate(r, RC_STANDALONE);
 }
 
 bool repl_idle(const struct repl *r)

@@ -16,7 +16,7 @@ static bool handshaking(const struct repl *r)
 	struct list *pos, *tmp;
 	list_for_each_safe (pos, tmp, (struct list *)&r->bound) {
 		const struct rconn *c = container_of(pos, struct rconn, link);
-		if (conn_usable(c) && c->got_auth && c->stage != ST_RUN)
+		if (conn_usable(c) && c->got_auth && c->hs_stage != ST_RUN)
 			return true;
 	}
 	return false;
@@ -41,7 +41,7 @@ int repl_promote(struct repl *r, bool force, char *msg, size_t len)
 		snprintf(msg, len, "volume %s: disk is %s", v->name, vol_disk_name(v->disk));
 		return -EIO;
 	}
-	if (v->disk != VOL_UPTODATE || r->rs == RR_SYNCTARGET) {
+	if (v->disk != VOL_UPTODATE || r->rstate == RR_SYNCTARGET) {
 		if (!force) {
 			snprintf(msg, len,
 				 "volume %s: disk is %s here; use --force to promote it anyway "
@@ -51,7 +51,7 @@ int repl_promote(struct repl *r, bool force, char *msg, size_t len)
 		}
 		log_warn("volume %s: promoted with --force while the disk is %s", v->name,
 			 vol_disk_name(v->disk));
-		if (r->rs == RR_SYNCTARGET && r->conn)
+		if (r->rstate == RR_SYNCTARGET && r->conn)
 			conn_abort(r->conn);
 		vol_set_disk(v, VOL_UPTODATE);
 	}
@@ -62,13 +62,11 @@ int repl_promote(struct repl *r, bool force, char *msg, size_t len)
 			 v->name);
 		return -EIO;
 	}
-	v->role = VOL_PRIMARY;
+	vol_set_role(v, VOL_PRIMARY);
 	v->demoting = false;
 	if (peer_ready(r))
 		gen_rotate(r, r->conn);
-	log_info("volume %s: role secondary -> primary", v->name);
-	vol_event(v, "role", "secondary", "primary", NULL);
-	if (r->conn && r->conn->stage == ST_RUN)
+	if (r->conn && r->conn->hs_stage == ST_RUN)
 		send_state(r->conn);
 	return 0;
 }
@@ -81,7 +79,7 @@ int repl_promote(struct repl *r, bool force, char *msg, size_t len)
  * (and the peer marked itself inconsistent, R10). */
 static bool demote_flushed(struct repl *r)
 {
-	if (!r->conn || r->conn->stage != ST_RUN || !peer_ready(r)) {
+	if (!r->conn || r->conn->hs_stage != ST_RUN || !peer_ready(r)) {
 		r->demote_flushing = false;
 		return true; /* no peer: conn_lost marked what it may lack (R7) */
 	}
@@ -128,13 +126,11 @@ int repl_demote(struct repl *r, char *msg, size_t len)
 	v->demoting = true;
 	if (v->inflight || !demote_flushed(r))
 		return -EAGAIN;
-	v->role = VOL_SECONDARY;
-	v->demoting = false;
 	v->md->sb.flags &= ~TANDEM_MD_F_PRIMARY;
 	vol_md_write(v);
-	log_info("volume %s: role primary -> secondary", v->name);
-	vol_event(v, "role", "primary", "secondary", NULL);
-	if (r->conn && r->conn->stage == ST_RUN) {
+	vol_set_role(v, VOL_SECONDARY);
+	v->demoting = false;
+	if (r->conn && r->conn->hs_stage == ST_RUN) {
 		uint8_t b[32];
 		send_state(r->conn);
 		/* Answered once the peer has read the new state (the pong follows it). */
@@ -151,8 +147,8 @@ int repl_connect(struct repl *r, char *msg, size_t len)
 	(void)len;
 	r->admin_down = false;
 	r->split_brain = false;
-	if (r->cs == RC_STANDALONE)
-		set_cs(r, RC_CONNECTING);
+	if (r->cstate == RC_STANDALONE)
+		repl_set_cstate(r, RC_CONNECTING);
 	r->backoff_ms = RETRY_MIN_MS;
 	ev_timer_cancel(r->ev, &r->retry);
 	schedule_dial(r);
@@ -182,8 +178,8 @@ static bool drain_start(struct repl *r)
 
 	if (r->draining)
 		return true;
-	if (!r->conn || r->conn->stage != ST_RUN || !peer_ready(r) || r->v->role != VOL_PRIMARY ||
-	    r->rs != RR_ESTABLISHED || r->vfy == VFY_RUNNING)
+	if (!r->conn || r->conn->hs_stage != ST_RUN || !peer_ready(r) || r->v->role != VOL_PRIMARY ||
+	    r->rstate != RR_ESTABLISHED || r->vfy_state == VFY_RUNNING)
 		return false;
 	/* Writes in flight now may reach the peer after the FLUSH. */
 	memset(r->drain_touched, 0, bm_words(r->bm) * 8);
@@ -209,7 +205,7 @@ int repl_disconnect(struct repl *r, char *msg, size_t len)
 	}
 	if (r->conn)
 		conn_abort(r->conn);
-	set_cs(r, RC_STANDALONE);
+	repl_set_cstate(r, RC_STANDALONE);
 	return 0;
 }
 
@@ -217,16 +213,16 @@ int repl_verify(struct repl *r, char *msg, size_t len)
 {
 	struct vol *v = r->v;
 
-	if (r->cs != RC_CONNECTED || !peer_ready(r)) {
+	if (r->cstate != RC_CONNECTED || !peer_ready(r)) {
 		snprintf(msg, len, "volume %s is not connected to %s", v->name, peer_name(r));
 		return -ENOTCONN;
 	}
-	if (r->rs != RR_ESTABLISHED) {
+	if (r->rstate != RR_ESTABLISHED) {
 		snprintf(msg, len, "volume %s is resyncing (%s); verify once it is in sync",
-			 v->name, repl_rep_name(r->rs));
+			 v->name, repl_rep_name(r->rstate));
 		return -EBUSY;
 	}
-	if (r->vfy == VFY_RUNNING) {
+	if (r->vfy_state == VFY_RUNNING) {
 		snprintf(msg, len, "a verify of volume %s is already running", v->name);
 		return -EALREADY;
 	}
@@ -239,7 +235,7 @@ int repl_verify(struct repl *r, char *msg, size_t len)
 		snprintf(msg, len, "%s does not support verify", peer_name(r));
 		return -EOPNOTSUPP;
 	}
-	r->vfy = VFY_RUNNING;
+	verify_set_state(r, VFY_RUNNING);
 	r->vfy_cursor = r->vfy_done = r->vfy_ranges = r->vfy_bytes = 0;
 	r->vfy_nredo = 0;
 	r->vfy_t0 = ev_now(r->ev);
@@ -292,10 +288,10 @@ int repl_in_sync(const struct repl *r, char *msg, size_t len)
 		snprintf(msg, len, "volume %s: split brain with %s", v->name, peer_name(r));
 		return -EPERM;
 	}
-	if (r->rs == RR_ESTABLISHED && v->disk == VOL_UPTODATE && bm_oos_count(r->bm) == 0)
+	if (r->rstate == RR_ESTABLISHED && v->disk == VOL_UPTODATE && bm_oos_count(r->bm) == 0)
 		return 1;
-	snprintf(msg, len, "volume %s: %s, %s, disk %s", v->name, repl_conn_name(r->cs),
-		 repl_rep_name(r->rs), vol_disk_name(v->disk));
+	snprintf(msg, len, "volume %s: %s, %s, disk %s", v->name, repl_conn_name(r->cstate),
+		 repl_rep_name(r->rstate), vol_disk_name(v->disk));
 	return 0;
 }
 
@@ -306,12 +302,12 @@ void repl_get_status(const struct repl *r, struct repl_status *st)
 
 	memset(st, 0, sizeof(*st));
 	st->peer = peer_name(r);
-	st->conn = r->cs;
-	st->rep = r->rs == RR_ESTABLISHED && r->vfy == VFY_RUNNING ? RR_VERIFYING : r->rs;
+	st->conn = r->cstate;
+	st->rep = r->rstate == RR_ESTABLISHED && r->vfy_state == VFY_RUNNING ? RR_VERIFYING : r->rstate;
 	st->peer_disk = r->have_peer ? r->peer.disk : -1;
 	st->peer_role = r->have_peer ? (r->peer.role == REPL_ROLE_PRIMARY) : -1;
 	st->out_of_sync_bytes = MIN(oos, r->v->size);
-	if (r->rs == RR_SYNCSOURCE || r->rs == RR_SYNCTARGET)
+	if (r->rstate == RR_SYNCSOURCE || r->rstate == RR_SYNCTARGET)
 		st->sync_percent =
 			r->rs_total
 				? 100.0 * (1.0 - (double)bm_oos_count(r->bm) / (double)r->rs_total)
@@ -326,12 +322,12 @@ void repl_get_status(const struct repl *r, struct repl_status *st)
 	st->resync_sent_bytes = r->rs_sent_bytes;
 	st->resync_zero_bytes = r->rs_zero_bytes;
 	st->resync_same_bytes = r->rs_same_bytes;
-	st->verify = r->vfy == VFY_RUNNING   ? "running"
-		     : r->vfy == VFY_DONE    ? "done"
-		     : r->vfy == VFY_ABORTED ? "aborted"
+	st->verify = r->vfy_state == VFY_RUNNING   ? "running"
+		     : r->vfy_state == VFY_DONE    ? "done"
+		     : r->vfy_state == VFY_ABORTED ? "aborted"
 					     : "none";
-	st->verify_percent = r->vfy == VFY_NONE ? 0
-			     : r->vfy == VFY_DONE
+	st->verify_percent = r->vfy_state == VFY_NONE ? 0
+			     : r->vfy_state == VFY_DONE
 				     ? 100.0
 				     : 100.0 * (double)r->vfy_done / (double)r->v->size;
 	st->verify_mismatch_ranges = r->vfy_ranges;

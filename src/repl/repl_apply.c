@@ -121,7 +121,7 @@ static void apply_rescan(struct rconn *c)
  * hears of it. */
 static void apply_failed(struct repl *r, struct rconn *c, const struct rapply *a, int res)
 {
-	if (c == r->conn && r->rs == RR_SYNCTARGET)
+	if (c == r->conn && r->rstate == RR_SYNCTARGET)
 		c->target_fails++;
 	if (disk_consistent(r->v->disk)) {
 		log_warn("volume %s: %s of %llu bytes at %llu from %s failed here: %s", r->v->name,
@@ -130,7 +130,7 @@ static void apply_failed(struct repl *r, struct rconn *c, const struct rapply *a
 		vol_set_disk(r->v, VOL_INCONSISTENT);
 	}
 	/* (once per change of the disk state, not per failed request) */
-	if (c == r->conn && conn_usable(c) && c->stage == ST_RUN && c->sent_disk != r->v->disk)
+	if (c == r->conn && conn_usable(c) && c->hs_stage == ST_RUN && c->sent_disk != r->v->disk)
 		send_state(c);
 }
 
@@ -148,7 +148,7 @@ static void apply_done(struct vol_io *io, int res)
 				  : 0;
 	/* Bits of the current session only: a lost connection's late apply
 	 * says nothing about what the new one still has to copy. */
-	if (res == 0 && c->r && c->r->conn == c && c->r->rs == RR_SYNCTARGET &&
+	if (res == 0 && c->r && c->r->conn == c && c->r->rstate == RR_SYNCTARGET &&
 	    (a->type == REPL_RS_DATA || a->type == REPL_WRITE || a->type == REPL_ZERO ||
 	     a->type == REPL_RS_ZERO))
 		bm_clear_oos(c->r->bm, a->io.off, a->io.len);
@@ -257,7 +257,7 @@ int msg_data(struct rconn *c, const struct repl_msg *m)
 	struct repl *r = c->r;
 	struct rapply *a;
 
-	if ((m->type == REPL_RS_DATA || m->type == REPL_RS_ZERO) && r->rs != RR_SYNCTARGET) {
+	if ((m->type == REPL_RS_DATA || m->type == REPL_RS_ZERO) && r->rstate != RR_SYNCTARGET) {
 		conn_fail(c, "resync data while not sync target");
 		return -1;
 	}

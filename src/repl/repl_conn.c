@@ -162,6 +162,7 @@ void conn_refuse(struct rconn *c, const char *fmt, ...)
 
 static struct rconn *rconn_new(void)
 {
+	/* (zeroed: hs_stage is ST_HELLO, where every connection starts) */
 	struct rconn *c = calloc(1, sizeof(*c));
 
 	if (!c)
@@ -309,7 +310,7 @@ static int handle_msg(struct rconn *c, const uint8_t *body)
 		return -1;
 	}
 	t = m->type < REPL_TYPE_END ? &msg_types[m->type] : NULL;
-	if (!t || !t->fn || !(t->stages & STG(c->stage))) {
+	if (!t || !t->fn || !(t->stages & STG(c->hs_stage))) {
 		conn_fail(c, "unexpected message of type %u", m->type);
 		return -1;
 	}
@@ -414,7 +415,7 @@ static void conn_lost(struct repl *r, const char *why)
 {
 	struct rconn *c = r->conn;
 	bool peer_was_primary = r->have_peer && r->peer.role == REPL_ROLE_PRIMARY;
-	bool was_run = c && c->stage == ST_RUN;
+	bool was_run = c && c->hs_stage == ST_RUN;
 
 	r->conn = NULL; /* c stays bound (nbound) until its applies are done */
 	if (why && was_run)
@@ -450,8 +451,8 @@ static void conn_lost(struct repl *r, const char *why)
 		vol_set_disk(r->v, VOL_OUTDATED);
 	r->have_peer = false;
 	r->clean_failed = false; /* a pass of this connection says nothing of the next */
-	set_rs(r, RR_OFF);
-	set_cs(r, r->admin_down || r->shutting_down ? RC_STANDALONE : RC_CONNECTING);
+	repl_set_rstate(r, RR_OFF);
+	repl_set_cstate(r, r->admin_down || r->shutting_down ? RC_STANDALONE : RC_CONNECTING);
 	r->demote_cookie = 0;
 	schedule_dial(r);
 }
@@ -491,7 +492,6 @@ void dial_cb(struct ev_op *op, int res, uint32_t flags)
 	c->ack_flush.fn = ack_flush_fn;
 	c->reap.fn = reap_fn;
 	snprintf(c->peer_node, sizeof(c->peer_node), "%s", peer_name(r));
-	c->stage = ST_HELLO;
 	r->conn = c;
 	send_hello(c, r->v->name);
 }
@@ -554,15 +554,16 @@ void tick(struct ev_timer *t)
 					  (double)r->timeout_ns / 1e9);
 			c = NULL;
 		}
-		if (c && c->stage >= ST_STATE && now - r->last_ping_ns >= period) {
+		if (c && c->hs_stage >= ST_STATE && now - r->last_ping_ns >= period) {
 			uint8_t b[32];
 			r->last_ping_ns = now;
 			send_small(c, b, repl_enc_ping(b, REPL_PING, ++r->ping_cookie));
 		}
 	}
-	if (r->rs == RR_SYNCSOURCE && (r->rs_cap || r->rs_hold_ns))
+	if (r->rstate == RR_SYNCSOURCE && (r->rs_cap || r->rs_hold_ns))
 		ev_defer(r->ev, &r->rs_kick); /* the token bucket refills, a hold ends */
-	if ((r->rs == RR_SYNCSOURCE || r->rs == RR_SYNCTARGET || r->vfy == VFY_RUNNING) &&
+	if ((r->rstate == RR_SYNCSOURCE || r->rstate == RR_SYNCTARGET ||
+	     r->vfy_state == VFY_RUNNING) &&
 	    now - r->last_progress_ns >= 1000000000ull) {
 		struct repl_status st;
 		char extra[160];
@@ -586,7 +587,7 @@ void tick(struct ev_timer *t)
 		struct list *pos, *tmp;
 		list_for_each_safe (pos, tmp, &r->bound) {
 			struct rconn *o = container_of(pos, struct rconn, link);
-			if (o != r->conn && conn_usable(o) && o->stage != ST_RUN &&
+			if (o != r->conn && conn_usable(o) && o->hs_stage != ST_RUN &&
 			    now - o->born_ns > r->timeout_ns)
 				conn_fail(o, "handshake not finished within %.1f s",
 					  (double)r->timeout_ns / 1e9);
@@ -635,7 +636,6 @@ static void srv_accept(struct net_listener *l, int fd)
 	c->srv = s;
 	c->ack_flush.fn = ack_flush_fn;
 	c->reap.fn = reap_fn;
-	c->stage = ST_HELLO;
 	c->in_srv = true;
 	list_add(&s->conns, &c->link);
 	s->nconns++;

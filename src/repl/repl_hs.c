@@ -234,11 +234,11 @@ static void handshake_decide(struct rconn *c)
 	r->split_brain = false;
 	r->error[0] = '\0';
 	r->backoff_ms = RETRY_MIN_MS;
-	c->stage = ST_RUN;
+	hs_set_stage(c, ST_RUN);
 	r->have_peer = true;
 	r->peer = c->pst;
 	r->features = c->features;
-	set_cs(r, RC_CONNECTED);
+	repl_set_cstate(r, RC_CONNECTED);
 	meta_send(r, c);
 	log_info("volume %s: connected to %s (generations %016llx / %016llx: %s%s)", r->v->name,
 		 c->peer_node, (unsigned long long)gm.current, (unsigned long long)gp.current,
@@ -253,7 +253,7 @@ static void handshake_decide(struct rconn *c)
 		bm_clear_all_oos(r->bm);
 		if (r->v->disk == VOL_OUTDATED || r->v->disk == VOL_CONSISTENT)
 			vol_set_disk(r->v, VOL_UPTODATE);
-		set_rs(r, RR_ESTABLISHED);
+		repl_set_rstate(r, RR_ESTABLISHED);
 		gen_rotate(r, c);
 		break;
 	case GEN_SOURCE:
@@ -264,7 +264,7 @@ static void handshake_decide(struct rconn *c)
 			bm_set_all(r->bm);
 		bm_flush(r->bm, NULL);
 		r->rs_total = bm_oos_count(r->bm);
-		set_rs(r, RR_SYNCSOURCE);
+		repl_set_rstate(r, RR_SYNCSOURCE);
 		r->peer.disk = VOL_INCONSISTENT;
 		ev_defer(r->ev, &r->rs_kick);
 		break;
@@ -275,11 +275,11 @@ static void handshake_decide(struct rconn *c)
 		r->rs_total = bm_oos_count(r->bm);
 		vol_set_disk(r->v, VOL_INCONSISTENT);
 		c->target_fails = 0;
-		set_rs(r, RR_SYNCTARGET);
+		repl_set_rstate(r, RR_SYNCTARGET);
 		break;
 	default: break;
 	}
-	c->decided = r->rs;
+	c->decided = r->rstate;
 	/* Tell the peer the state this side is in now. */
 	send_state(c);
 }
@@ -307,7 +307,7 @@ int msg_auth(struct rconn *c, const struct repl_msg *m)
 		conn_refuse(c, "volume %s is disconnected by its administrator", r->v->name);
 		return -1;
 	}
-	c->stage = ST_STATE;
+	hs_set_stage(c, ST_STATE);
 	if (c->dialer)
 		send_auth(c);
 	/* The connection is authentic: it replaces an older one. */
@@ -328,7 +328,7 @@ int msg_auth(struct rconn *c, const struct repl_msg *m)
 static int hs_state(struct rconn *c, const struct repl_msg *m)
 {
 	c->pst = m->u.state;
-	c->stage = ST_BITMAP;
+	hs_set_stage(c, ST_BITMAP);
 	return 0;
 }
 
@@ -366,7 +366,7 @@ static int run_state(struct rconn *c, const struct repl_msg *m)
 /* STATE is accepted in two stages, with a different meaning in each. */
 int msg_state(struct rconn *c, const struct repl_msg *m)
 {
-	return c->stage == ST_STATE ? hs_state(c, m) : run_state(c, m);
+	return c->hs_stage == ST_STATE ? hs_state(c, m) : run_state(c, m);
 }
 
 int msg_bitmap(struct rconn *c, const struct repl_msg *m)
@@ -418,7 +418,7 @@ static int on_hello(struct rconn *c, const struct repl_hello *h)
 		if (!proto_ok(c, h))
 			return -1;
 		memcpy(c->nonce_peer, h->nonce, REPL_NONCE_LEN);
-		c->stage = ST_AUTH;
+		hs_set_stage(c, ST_AUTH);
 		return 0;
 	}
 	/* accepting side: find the volume */
@@ -463,7 +463,7 @@ static int on_hello(struct rconn *c, const struct repl_hello *h)
 		memcpy(c->nonce_peer, h->nonce, REPL_NONCE_LEN);
 		send_hello(c, r->v->name);
 		send_auth(c);
-		c->stage = ST_AUTH;
+		hs_set_stage(c, ST_AUTH);
 		return 0;
 	}
 }

@@ -36,7 +36,7 @@
 
 enum kind { K_FG = 1, K_RS, K_APPLY, K_CLEAN };
 
-enum stage { ST_HELLO = 0, ST_AUTH, ST_STATE, ST_BITMAP, ST_RUN };
+enum hs_stage { ST_HELLO = 0, ST_AUTH, ST_STATE, ST_BITMAP, ST_RUN };
 
 struct rmsg {
 	struct net_tx tx;
@@ -90,8 +90,8 @@ struct rconn {
 	struct repl *r;          /* bound volume; NULL until HELLO on the accepting side */
 	struct repl_server *srv; /* accepting side */
 	bool dialer;
-	uint64_t features; /* both sides know these */
-	enum stage stage;
+	uint64_t features;      /* both sides know these */
+	enum hs_stage hs_stage; /* hs_set_stage only */
 	bool got_auth, sent_bm, got_bm_end, aborted, net_closed, in_srv, checked_decision;
 	enum repl_rep_state decided; /* what this side's handshake decided */
 	uint8_t sent_disk;           /* the disk state in the last STATE sent */
@@ -126,8 +126,8 @@ struct repl {
 	char secret[CFG_NAME_MAX * 2];
 	uint64_t timeout_ns;
 	struct bm *bm;
-	enum repl_conn_state cs;
-	enum repl_rep_state rs;
+	enum repl_conn_state cstate; /* repl_set_cstate only */
+	enum repl_rep_state rstate;  /* repl_set_rstate only */
 	bool admin_down, shutting_down;
 	struct rconn *conn;
 	/* dialing */
@@ -159,7 +159,7 @@ struct repl {
 	bool ctl_armed, csum;
 	uint64_t features; /* negotiated with the peer of this connection */
 	/* verify */
-	enum vfy_state vfy;
+	enum vfy_state vfy_state; /* verify_set_state only */
 	uint64_t vfy_cursor, vfy_done, vfy_ranges, vfy_bytes, vfy_t0, vfy_t1;
 	uint64_t *vfy_redo; /* offsets to compare again */
 	unsigned vfy_nredo, vfy_redo_cap;
@@ -218,8 +218,10 @@ void gen_rotate(struct repl *r, struct rconn *c);
 bool disk_consistent(enum vol_disk d);
 
 /* repl_state.c: the state machines: one writer each */
-void set_rs(struct repl *r, enum repl_rep_state s);
-void set_cs(struct repl *r, enum repl_conn_state s);
+void repl_set_rstate(struct repl *r, enum repl_rep_state s);
+void repl_set_cstate(struct repl *r, enum repl_conn_state s);
+void hs_set_stage(struct rconn *c, enum hs_stage s);
+void verify_set_state(struct repl *r, enum vfy_state s);
 
 /* repl_conn.c: connection life: messages out, receiving, peer loss, dialing,
  * keepalive, the listener */

@@ -53,7 +53,7 @@ void ctl_tick(struct ev_timer *t)
 {
 	struct repl *r = container_of(t, struct repl, ctl_timer);
 
-	if (!(r->rs == RR_SYNCSOURCE || r->vfy == VFY_RUNNING) || !peer_ready(r)) {
+	if (!(r->rstate == RR_SYNCSOURCE || r->vfy_state == VFY_RUNNING) || !peer_ready(r)) {
 		r->ctl_armed = false;
 		return;
 	}
@@ -114,7 +114,7 @@ static void run_put(struct repl *r, struct rsrun *run)
 		r->rs_run = NULL;
 	list_del(&run->link);
 	n = (run->len + gran - 1) / gran;
-	for (uint64_t i = 0; i < n && r->rs == RR_SYNCSOURCE;) {
+	for (uint64_t i = 0; i < n && r->rstate == RR_SYNCSOURCE;) {
 		uint64_t j = i;
 		while (j < n && !(run->spoiled[j / 64] & (1ull << (j % 64))))
 			j++;
@@ -253,7 +253,7 @@ static void rs_step(struct repl *r, struct rsreq *q)
 		} else if (q->ares == REPL_ACK_DIFFERS && !q->io.rep.stale) {
 			vfy_mismatch(r, q->io.off, q->io.len);
 			r->vfy_done += q->io.len;
-		} else if (live && r->vfy == VFY_RUNNING)
+		} else if (live && r->vfy_state == VFY_RUNNING)
 			vfy_redo(r, q->io.off); /* overtaken by a write, or the read failed */
 		rs_end(r, q, q->ares == 0);
 		return;
@@ -263,7 +263,7 @@ static void rs_step(struct repl *r, struct rsreq *q)
 			r->rs_same_bytes += q->io.len;
 			rs_end(r, q, true);
 		} else if (q->ares == REPL_ACK_DIFFERS && !q->io.rep.stale && live &&
-			   r->rs == RR_SYNCSOURCE) {
+			   r->rstate == RR_SYNCSOURCE) {
 			rs_send_data(r, q);
 		} else {
 			rs_end(r, q, false);
@@ -307,7 +307,7 @@ static void rs_read_done(struct vol_io *io, int res)
 {
 	struct rsreq *q = container_of(io, struct rsreq, io);
 	struct repl *r = q->r;
-	bool want = q->run ? r->rs == RR_SYNCSOURCE : r->vfy == VFY_RUNNING;
+	bool want = q->run ? r->rstate == RR_SYNCSOURCE : r->vfy_state == VFY_RUNNING;
 
 	if (res || io->rep.stale || !peer_ready(r) || !want) {
 		if (!q->run && want && peer_ready(r))
@@ -468,7 +468,7 @@ static void rs_finish(struct repl *r)
 		 (unsigned long long)r->rs_sent_bytes, (unsigned long long)r->rs_zero_bytes,
 		 (unsigned long long)r->rs_same_bytes);
 	r->rate_bps = 0;
-	set_rs(r, RR_ESTABLISHED);
+	repl_set_rstate(r, RR_ESTABLISHED);
 	r->peer.disk = VOL_UPTODATE;
 }
 
@@ -507,7 +507,7 @@ static void rs_pump_resync(struct repl *r)
 		run->next += len;
 		if (!rs_issue(r, run, run->next - len, len))
 			return; /* out of memory: retried when a request completes */
-		if (r->rs != RR_SYNCSOURCE || !peer_ready(r))
+		if (r->rstate != RR_SYNCSOURCE || !peer_ready(r))
 			return;
 	}
 	if (bm_oos_count(r->bm) == 0 && list_empty(&r->rs_inflight) && list_empty(&r->rs_runs))
@@ -525,7 +525,7 @@ void rs_start_live(struct repl *r)
 	r->rs_done_bytes = r->rs_sent_bytes = r->rs_zero_bytes = r->rs_same_bytes = 0;
 	r->rs_cursor = 0;
 	r->peer.disk = VOL_INCONSISTENT;
-	set_rs(r, RR_SYNCSOURCE);
+	repl_set_rstate(r, RR_SYNCSOURCE);
 	ev_defer(r->ev, &r->rs_kick);
 }
 
@@ -533,7 +533,7 @@ static void vfy_finish(struct repl *r)
 {
 	char extra[192];
 
-	r->vfy = VFY_DONE;
+	verify_set_state(r, VFY_DONE);
 	r->vfy_t1 = ev_now(r->ev);
 	log_info("volume %s: verify against %s done: %llu bytes compared, %llu ranges (%llu "
 		 "bytes) differ",
@@ -591,7 +591,7 @@ static void vfy_pump(struct repl *r)
 			r->vfy_cursor += len;
 		if (!rs_issue(r, NULL, off, len))
 			return;
-		if (r->vfy != VFY_RUNNING || !peer_ready(r))
+		if (r->vfy_state != VFY_RUNNING || !peer_ready(r))
 			return;
 	}
 	if (list_empty(&r->rs_inflight))
@@ -607,7 +607,7 @@ static void rs_pump(struct repl *r)
 {
 	if (!peer_ready(r))
 		return;
-	if (r->rs == RR_SYNCSOURCE) {
+	if (r->rstate == RR_SYNCSOURCE) {
 		ctl_arm(r);
 		if (r->rs_cap) {
 			/* A configured cap: a token bucket refilled at rs_cap bytes/s,
@@ -619,7 +619,7 @@ static void rs_pump(struct repl *r)
 			r->rs_tokens_ns = now;
 		}
 		rs_pump_resync(r);
-	} else if (r->rs == RR_ESTABLISHED && r->vfy == VFY_RUNNING) {
+	} else if (r->rstate == RR_ESTABLISHED && r->vfy_state == VFY_RUNNING) {
 		ctl_arm(r);
 		vfy_pump(r);
 	}
@@ -645,7 +645,7 @@ static void rs_done_flushed(struct vol_io *io, int res)
 	free(d);
 	r->rs_flushing--;
 	/* Only for the session that sent RS_DONE: a later one has its own. */
-	if (c != r->conn || !conn_usable(c) || c->stage != ST_RUN || r->rs != RR_SYNCTARGET)
+	if (c != r->conn || !conn_usable(c) || c->hs_stage != ST_RUN || r->rstate != RR_SYNCTARGET)
 		return;
 	if (res) {
 		conn_fail(c, "flushing the resynced data failed");
@@ -669,7 +669,7 @@ static void rs_done_flushed(struct vol_io *io, int res)
 	}
 	vol_set_disk(r->v, VOL_UPTODATE);
 	log_info("volume %s: resync from %s done", r->v->name, peer_name(r));
-	set_rs(r, RR_ESTABLISHED);
+	repl_set_rstate(r, RR_ESTABLISHED);
 	r->rate_bps = 0;
 	if (r->conn)
 		send_state(r->conn);
@@ -680,7 +680,7 @@ int msg_rs_done(struct rconn *c, const struct repl_msg *m)
 	struct repl *r = c->r;
 	struct rsdone *d;
 
-	if (r->rs != RR_SYNCTARGET) {
+	if (r->rstate != RR_SYNCTARGET) {
 		conn_fail(c, "resync done while not sync target");
 		return -1;
 	}
@@ -707,7 +707,7 @@ int msg_rs_start(struct rconn *c, const struct repl_msg *m)
 	/* The peer verified and found differences: it copies its marked
 	 * regions here now. */
 	if (!(c->features & REPL_FEAT_RESYNC2) || r->v->role == VOL_PRIMARY ||
-	    r->rs != RR_ESTABLISHED || sb(r)->gen_current != m->u.gen.gen_current) {
+	    r->rstate != RR_ESTABLISHED || sb(r)->gen_current != m->u.gen.gen_current) {
 		conn_fail(c, "unexpected resync start from %s", c->peer_node);
 		return -1;
 	}
@@ -716,7 +716,7 @@ int msg_rs_start(struct rconn *c, const struct repl_msg *m)
 	r->rs_total = 0;
 	vol_set_disk(r->v, VOL_INCONSISTENT);
 	c->target_fails = 0;
-	set_rs(r, RR_SYNCTARGET);
+	repl_set_rstate(r, RR_SYNCTARGET);
 	return 0;
 }
 
@@ -734,9 +734,9 @@ void rs_abort(struct repl *r)
 		run->next = run->off + run->len;
 		run_put(r, run);
 	}
-	if (r->vfy == VFY_RUNNING) {
+	if (r->vfy_state == VFY_RUNNING) {
 		char extra[96];
-		r->vfy = VFY_ABORTED;
+		verify_set_state(r, VFY_ABORTED);
 		r->vfy_t1 = ev_now(r->ev);
 		r->vfy_nredo = 0;
 		log_warn("volume %s: verify stopped at %llu of %llu bytes: the connection to %s "

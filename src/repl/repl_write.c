@@ -37,14 +37,14 @@ void meta_send(struct repl *r, struct rconn *c)
 
 void repl_meta_changed(struct repl *r)
 {
-	if (r->conn && r->conn->stage == ST_RUN)
+	if (r->conn && r->conn->hs_stage == ST_RUN)
 		meta_send(r, r->conn);
 }
 
 bool peer_ready(const struct repl *r)
 {
-	return conn_usable(r->conn) && r->conn->stage == ST_RUN &&
-	       (r->rs == RR_ESTABLISHED || r->rs == RR_SYNCSOURCE);
+	return conn_usable(r->conn) && r->conn->hs_stage == ST_RUN &&
+	       (r->rstate == RR_ESTABLISHED || r->rstate == RR_SYNCSOURCE);
 }
 
 static uint64_t slot_of(uint64_t seq)
@@ -81,7 +81,7 @@ static void fg_finish(struct repl *r, struct vol_io *io)
 			      io->type == BS_WRITE ? io->len : 0);
 	vol_complete(io, io->rep.lres);
 	fg_unblock(r);
-	if (r->rs == RR_SYNCSOURCE || r->vfy == VFY_RUNNING)
+	if (r->rstate == RR_SYNCSOURCE || r->vfy_state == VFY_RUNNING)
 		ev_defer(r->ev, &r->rs_kick);
 }
 
@@ -271,7 +271,7 @@ void repl_submit(struct repl *r, struct vol_io *io)
  * the activity log) and copied to it again (now, or on the next connect). */
 static void peer_failed(struct repl *r, const struct vol_io *io, int res)
 {
-	if (r->rs != RR_SYNCSOURCE) /* once, not per request */
+	if (r->rstate != RR_SYNCSOURCE) /* once, not per request */
 		log_warn("volume %s: %s failed a %s: %s; it is not up to date until that is "
 			 "resynced",
 			 r->v->name, peer_name(r), io->type == BS_FLUSH ? "flush" : "write",
@@ -281,11 +281,11 @@ static void peer_failed(struct repl *r, const struct vol_io *io, int res)
 	else
 		oos_mark(r, io->off, io->len);
 	r->peer.disk = VOL_INCONSISTENT;
-	if (r->rs == RR_SYNCSOURCE || r->vfy == VFY_RUNNING || !peer_ready(r))
+	if (r->rstate == RR_SYNCSOURCE || r->vfy_state == VFY_RUNNING || !peer_ready(r))
 		return; /* the running resync, or the one after verify, copies them */
 	if (r->v->disk != VOL_UPTODATE)
 		return; /* no source here: the next connect decides */
-	if (r->rs == RR_ESTABLISHED && (r->features & REPL_FEAT_RESYNC2) &&
+	if (r->rstate == RR_ESTABLISHED && (r->features & REPL_FEAT_RESYNC2) &&
 	    r->peer.role != REPL_ROLE_PRIMARY) {
 		bm_flush(r->bm, NULL);
 		rs_start_live(r);

@@ -4,6 +4,7 @@
  * caller asked for FAST (then -ENOTSUP so that it can choose). */
 #include "vol.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +61,27 @@ void vol_event(struct vol *v, const char *what, const char *from, const char *to
 	if (extra)
 		snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), ",%s", extra);
 	v->event_fn(v->event_ctx, buf);
+}
+
+void vol_set_role(struct vol *v, enum vol_role role)
+{
+	static const bool legal[VOL_PRIMARY + 1][VOL_PRIMARY + 1] = {
+		[VOL_SECONDARY] = { [VOL_PRIMARY] = true },
+		[VOL_PRIMARY] = { [VOL_SECONDARY] = true },
+	};
+
+	if (v->role == role)
+		return;
+	if ((unsigned)role > VOL_PRIMARY || !legal[v->role][role]) {
+		/* a bug of this node: stops a debug build, refused in release */
+		log_err("volume %s: illegal role transition %s -> %s", v->name,
+			vol_role_name(v->role), vol_role_name(role));
+		assert(!"illegal role transition");
+		return;
+	}
+	log_info("volume %s: role %s -> %s", v->name, vol_role_name(v->role), vol_role_name(role));
+	vol_event(v, "role", vol_role_name(v->role), vol_role_name(role), NULL);
+	v->role = role;
 }
 
 void vol_set_disk(struct vol *v, enum vol_disk d)

@@ -7,6 +7,10 @@
  *   disk   uptodate -> failed       [vol_io_done: the store returned EIO]
  *   role   (open) -> primary        [vol_open: single-node volume]
  *   role   (open) -> secondary      [vol_open: another node is first primary]
+ *   role   secondary -> primary     [vol_set_role from repl_promote]
+ *          primary -> secondary     [vol_set_role from repl_demote]
+ * (repl.h has the disk transitions of a replicated volume; every change after
+ * vol_open goes through vol_set_disk and vol_set_role.)
  * Invariants:
  *   V1. Only a primary with a disk that is not failed accepts I/O
  *       (vol_submit fails everything else with -EROFS / -EIO).
@@ -182,7 +186,11 @@ void vol_unlock(struct vol *v, struct vol_lock *lk);
  * (what the peer sent). Both 0 or -errno (-EFBIG: too long). */
 int vol_meta_set(struct vol *v, const uint8_t *buf, size_t len);
 int vol_meta_store(struct vol *v, const uint8_t *buf, size_t len);
-/* Disk state change, persisted in the metadata flags (synchronous). */
+/* Role change (src/repl: promote, demote), announced; the caller persists
+ * the primary flag. The only writer of v->role after vol_open. */
+void vol_set_role(struct vol *v, enum vol_role role);
+/* Disk state change, persisted in the metadata flags (synchronous). The only
+ * writer of v->disk after vol_open. */
 void vol_set_disk(struct vol *v, enum vol_disk d);
 /* Reports a state change to whoever listens (what: "role", "disk",
  * "connection", "replication", ...); extra is more JSON members or NULL. */
