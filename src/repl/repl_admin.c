@@ -178,8 +178,8 @@ static bool drain_start(struct repl *r)
 
 	if (r->draining)
 		return true;
-	if (!r->conn || r->conn->hs_stage != ST_RUN || !peer_ready(r) || r->v->role != VOL_PRIMARY ||
-	    r->rstate != RR_ESTABLISHED || r->vfy_state == VFY_RUNNING)
+	if (!r->conn || r->conn->hs_stage != ST_RUN || !peer_ready(r) ||
+	    r->v->role != VOL_PRIMARY || r->rstate != RR_ESTABLISHED || r->vfy_state == VFY_RUNNING)
 		return false;
 	/* Writes in flight now may reach the peer after the FLUSH. */
 	memset(r->drain_touched, 0, bm_words(r->bm) * 8);
@@ -303,7 +303,8 @@ void repl_get_status(const struct repl *r, struct repl_status *st)
 	memset(st, 0, sizeof(*st));
 	st->peer = peer_name(r);
 	st->conn = r->cstate;
-	st->rep = r->rstate == RR_ESTABLISHED && r->vfy_state == VFY_RUNNING ? RR_VERIFYING : r->rstate;
+	st->rep = r->rstate == RR_ESTABLISHED && r->vfy_state == VFY_RUNNING ? RR_VERIFYING
+									     : r->rstate;
 	st->peer_disk = r->have_peer ? r->peer.disk : -1;
 	st->peer_role = r->have_peer ? (r->peer.role == REPL_ROLE_PRIMARY) : -1;
 	st->out_of_sync_bytes = MIN(oos, r->v->size);
@@ -325,7 +326,7 @@ void repl_get_status(const struct repl *r, struct repl_status *st)
 	st->verify = r->vfy_state == VFY_RUNNING   ? "running"
 		     : r->vfy_state == VFY_DONE    ? "done"
 		     : r->vfy_state == VFY_ABORTED ? "aborted"
-					     : "none";
+						   : "none";
 	st->verify_percent = r->vfy_state == VFY_NONE ? 0
 			     : r->vfy_state == VFY_DONE
 				     ? 100.0
