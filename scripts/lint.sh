@@ -6,7 +6,9 @@
 #   3. cppcheck on src/, cli/ and witness/;
 #   4. the include layering of docs/ARCHITECTURE.md, no cycles
 #      (scripts/check-includes.py);
-#   5. no banned C functions (unbounded copies, unchecked conversions).
+#   5. one writer per state field, which checks the transition
+#      (the state-writers list in docs/ARCHITECTURE.md, scripts/check-state-writers.py);
+#   6. no banned C functions (unbounded copies, unchecked conversions).
 # Prints what it finds and one line "lint: N passed, N failed"; exits 1 on any finding.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
@@ -67,6 +69,7 @@ step format format_check
 step shellcheck shell_check
 step cppcheck cpp_check
 step includes python3 scripts/check-includes.py
+step state-writers python3 scripts/check-state-writers.py
 step banned-functions banned
 echo "lint: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

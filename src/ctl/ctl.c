@@ -16,17 +16,16 @@
 #include "../common/log.h"
 #include "../common/util.h"
 #include "../net/net.h"
+#include "../net/peer.h"
 #include "../repl/repl.h"
 
 struct ctl_conn {
-	struct net_conn net;
+	struct net_peer peer; /* socket and life; the reply in flight holds a reference */
 	struct ctl_server *srv;
 	struct net_tx tx;
 	char *out;
 	size_t len, cap;
-	bool answered, tx_busy, net_closed, subscriber;
-	struct ev_deferred reap;
-	struct list link;     /* in server->conns */
+	bool answered, subscriber;
 	struct list sub_link; /* in server->subs while it follows `events` */
 	size_t ev_queued;     /* event bytes not yet sent */
 };
@@ -43,13 +42,17 @@ struct ctl_evtx {
 
 struct ctl_server {
 	struct ev_loop *ev;
-	struct net_listener lis;
+	struct net_srv srv;
 	struct ctl_info info;
 	char path[256];
-	struct list conns;
 	struct list subs;
-	unsigned nconns;
 };
+
+/* A local client that connects and says nothing holds a descriptor until
+ * CTL_HS_TIMEOUT_NS; at most CTL_MAX_CONNS are open at once, so a runaway
+ * script cannot take the descriptors the volumes need. */
+#define CTL_MAX_CONNS 128
+#define CTL_HS_TIMEOUT_NS (10ull * 1000000000ull)
 
 int ctl_parse_line(char *buf, char *argv[CTL_MAX_ARGS])
 {
@@ -361,14 +364,12 @@ static void reply_done(struct net_tx *tx, int err)
 {
 	struct ctl_conn *c = container_of(tx, struct ctl_conn, tx);
 	(void)err;
-	c->tx_busy = false;
-	if (c->net_closed)
-		ev_defer(c->srv->ev, &c->reap);
+	net_peer_unref(&c->peer);
 }
 
 static void on_rx(struct net_conn *nc)
 {
-	struct ctl_conn *c = container_of(nc, struct ctl_conn, net);
+	struct ctl_conn *c = container_of(nc, struct ctl_conn, peer.net);
 	const uint8_t *p = net_rx_peek(nc);
 	size_t avail = net_rx_avail(nc);
 	const uint8_t *nl;
@@ -406,7 +407,8 @@ send:
 	c->tx.iov[0].iov_len = c->len;
 	c->tx.iovcnt = 1;
 	c->tx.done = reply_done;
-	c->tx_busy = true;
+	net_peer_ref(&c->peer);
+	net_peer_hs_done(&c->peer);
 	net_send(nc, &c->tx);
 	if (c->subscriber) {
 		list_add_tail(&c->srv->subs, &c->sub_link);
@@ -434,11 +436,11 @@ static void emit(void *ctx, const char *frag)
 	list_for_each_safe(pos, tmp, &s->subs) {
 		struct ctl_conn *c = container_of(pos, struct ctl_conn, sub_link);
 		struct ctl_evtx *e;
-		if (c->net.closing)
+		if (c->peer.net.closing)
 			continue;
 		if (c->ev_queued > CTL_EVENTS_MAX_QUEUED) {
 			list_del(&c->sub_link);
-			net_abort(&c->net);
+			net_abort(&c->peer.net);
 			continue;
 		}
 		e = malloc(sizeof(*e) + sizeof(line));
@@ -452,43 +454,41 @@ static void emit(void *ctx, const char *frag)
 		e->tx.iovcnt = 1;
 		e->tx.done = evtx_done;
 		c->ev_queued += e->len;
-		net_send(&c->net, &e->tx);
+		net_send(&c->peer.net, &e->tx);
 	}
 }
 
-static void reap(struct ev_deferred *d)
+static void conn_release(struct net_peer *p)
 {
-	struct ctl_conn *c = container_of(d, struct ctl_conn, reap);
-	struct ctl_server *s = c->srv;
+	struct ctl_conn *c = container_of(p, struct ctl_conn, peer);
 
-	if (c->tx_busy || !c->net_closed)
-		return;
-	list_del(&c->link);
 	list_del(&c->sub_link);
-	s->nconns--;
-	net_conn_destroy(&c->net);
 	free(c->out);
 	free(c);
 }
 
+static void conn_kill(struct net_peer *p, const char *why)
+{
+	if (why)
+		log_info("control: closing a connection: %s", why);
+	net_close(&p->net);
+}
+
+static const struct net_peer_ops ctl_peer_ops = { .release = conn_release, .kill = conn_kill };
+
 static void on_closed(struct net_conn *nc)
 {
-	struct ctl_conn *c = container_of(nc, struct ctl_conn, net);
-	c->net_closed = true;
-	ev_defer(c->srv->ev, &c->reap);
+	net_peer_closed(&container_of(nc, struct ctl_conn, peer.net)->peer);
 }
 
 static const struct net_conn_ops ctl_net_ops = { .on_rx = on_rx, .on_closed = on_closed };
 
-static void on_accept(struct net_listener *l, int fd)
+static void on_accept(struct net_srv *ns, int fd, const char *host)
 {
-	struct ctl_server *s = container_of(l, struct ctl_server, lis);
+	struct ctl_server *s = container_of(ns, struct ctl_server, srv);
 	struct ctl_conn *c = calloc(1, sizeof(*c));
 
-	if (!c || !(c->out = malloc(4096)) ||
-	    net_conn_init(&c->net, s->ev, fd, CTL_MAX_LINE + 1, &ctl_net_ops)) {
-		if (c)
-			free(c->out);
+	if (!c || !(c->out = malloc(4096))) {
 		free(c);
 		close(fd);
 		return;
@@ -496,9 +496,11 @@ static void on_accept(struct net_listener *l, int fd)
 	c->cap = 4096;
 	c->srv = s;
 	list_init(&c->sub_link);
-	c->reap.fn = reap;
-	list_add(&s->conns, &c->link);
-	s->nconns++;
+	if (net_peer_open(&c->peer, s->ev, ns, fd, host, CTL_MAX_LINE + 1, &ctl_net_ops,
+			  &ctl_peer_ops)) {
+		free(c->out);
+		free(c);
+	}
 }
 
 int ctl_server_new(struct ev_loop *ev, const char *path, const struct ctl_info *info,
@@ -510,7 +512,6 @@ int ctl_server_new(struct ev_loop *ev, const char *path, const struct ctl_info *
 	if (!s)
 		return -ENOMEM;
 	s->ev = ev;
-	list_init(&s->conns);
 	list_init(&s->subs);
 	s->info = *info;
 	for (unsigned i = 0; i < info->nvols; i++) {
@@ -518,7 +519,12 @@ int ctl_server_new(struct ev_loop *ev, const char *path, const struct ctl_info *
 		info->vols[i]->event_ctx = s;
 	}
 	snprintf(s->path, sizeof(s->path), "%s", path);
-	r = net_listen_unix(&s->lis, ev, path, on_accept);
+	s->srv.name = "control";
+	s->srv.max = CTL_MAX_CONNS;
+	s->srv.hs_timeout_ns = CTL_HS_TIMEOUT_NS;
+	s->srv.may_use_reserve = true;
+	s->srv.on_accept = on_accept;
+	r = net_srv_listen_unix(&s->srv, ev, path);
 	if (r) {
 		free(s);
 		return r;
@@ -529,21 +535,18 @@ int ctl_server_new(struct ev_loop *ev, const char *path, const struct ctl_info *
 
 void ctl_server_shutdown(struct ctl_server *s)
 {
-	struct list *pos, *tmp;
 	struct stat st;
 
-	net_listener_close(&s->lis);
+	net_srv_shutdown(&s->srv);
 	for (unsigned i = 0; i < s->info.nvols; i++)
 		s->info.vols[i]->event_fn = NULL;
 	if (lstat(s->path, &st) == 0 && S_ISSOCK(st.st_mode))
 		unlink(s->path);
-	list_for_each_safe(pos, tmp, &s->conns)
-		net_close(&container_of(pos, struct ctl_conn, link)->net);
 }
 
 unsigned ctl_server_conns(const struct ctl_server *s)
 {
-	return s->nconns;
+	return s->srv.npeers;
 }
 
 void ctl_server_free(struct ctl_server *s)

@@ -1,13 +1,13 @@
-/* iSCSI front-end (RFC 7143) over src/net, SCSI commands through src/scsi,
- * I/O through src/vol: one target per volume, IQN
- * iqn.2026-11.org.tandem:<cluster>.<volume>, LUN 0; SendTargets discovery.
+/* iSCSI front-end (RFC 7143) over src/net, SCSI commands through the logical
+ * unit of src/scsi (lu.h, exec.h), I/O through src/vol: one target per
+ * volume, IQN iqn.2026-11.org.tandem:<cluster>.<volume>, LUN 0; SendTargets
+ * discovery. Files: iscsi_server.c (connections, output, receive parser,
+ * NOP, logout, the server), iscsi_login.c (login, CHAP, text), iscsi_task.c
+ * (SCSI tasks, data transfer, status, task management), iscsi_conn.h (their
+ * private header).
  *
- * Connection states and transitions:
- *   LOGIN  -> FULL     [login response with T=1 and NSG=FullFeature]
- *   LOGIN  -> DEAD     [login refused (status != 0 sent), malformed PDU]
- *   FULL   -> LOGOUT   [Logout request: answered once tasks are done]
- *   FULL   -> DEAD     [protocol error, peer gone, idle initiator not answering NOP-In]
- *   LOGOUT -> DEAD     [logout response sent]
+ * Connection states LOGIN -> FULL -> LOGOUT -> DEAD (transitions at the top
+ * of iscsi_server.c); task states at the top of iscsi_task.c.
  * Invariants:
  *   I1. Nothing but Login is accepted before FULL (data before login drops
  *       the connection); a PDU's lengths are checked before anything is
@@ -15,7 +15,8 @@
  *   I2. Every SCSI task gets exactly one final status (Data-In with S, or
  *       SCSI Response), unless it was aborted by task management.
  *   I3. StatSN advances by one for every PDU that carries status.
- * Owns: its listener, connections and tasks. Never: touches a store directly. */
+ * Owns: its listener, connections and tasks. Never: touches a store directly,
+ * keeps logical unit state (unit attentions, reservations: src/scsi/lu.h). */
 #ifndef TANDEM_ISCSI_SERVER_H
 #define TANDEM_ISCSI_SERVER_H
 

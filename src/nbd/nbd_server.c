@@ -44,6 +44,7 @@
 #include "../common/log.h"
 #include "../common/util.h"
 #include "../net/net.h"
+#include "../net/peer.h"
 #include "nbd_codec.h"
 
 #define RXBUF (NBD_MAX_OPTION_LEN + 64 * 1024)
@@ -54,7 +55,7 @@
 #define MAX_CACHED (16u * 1024 * 1024) /* buffers kept on free slots, per connection */
 #define HS_MAX_QUEUED (256u * 1024) /* handshake replies not yet sent (N5) */
 
-enum conn_state { ST_CLIENT_FLAGS, ST_OPT, ST_XMIT, ST_DRAIN, ST_DEAD };
+enum conn_state { ST_CLIENT_FLAGS = 0, ST_OPT, ST_XMIT, ST_DRAIN, ST_DEAD };
 
 struct nbd_conn;
 
@@ -72,7 +73,7 @@ struct nbd_slot {
 };
 
 struct nbd_conn {
-	struct net_conn net;
+	struct net_peer peer; /* socket and life: refs, reap, handshake timer (N3, N6) */
 	struct nbd_server *srv;
 	enum conn_state state;
 	bool no_zeroes, structured, meta_alloc, want_resume;
@@ -85,24 +86,16 @@ struct nbd_conn {
 	size_t bytes_busy;   /* buffers of busy slots (N4) */
 	size_t bytes_cached; /* buffers kept on free slots (N4) */
 	size_t hs_queued;    /* handshake messages not yet sent (N5) */
-	unsigned refs;
-	bool net_closed, disc;
-	char host[NET_HOST_MAX]; /* the client's address (N6) */
-	struct ev_timer hs_timer; /* handshake-timeout (N6) */
-	struct ev_deferred resume, reap;
-	struct list link; /* in server->conns */
+	bool disc;
+	struct ev_deferred resume;
 };
 
 struct nbd_server {
 	struct ev_loop *ev;
-	struct net_listener lis;
+	struct net_srv srv; /* listener and connections (N6) */
 	const struct cfg *cfg;
 	struct vol **vols;
 	unsigned nvols;
-	struct list conns;
-	unsigned nconns;
-	uint64_t refused; /* connections refused at accept (N6) */
-	bool shutting_down;
 	uint64_t entered[ST_DEAD + 1]; /* transitions into each state, for tests and debugging */
 };
 
@@ -118,7 +111,13 @@ static void set_state(struct nbd_conn *c, enum conn_state to)
 		/* cppcheck-suppress unknownEvaluationOrder */
 		[ST_DEAD] = { [ST_DEAD] = true },
 	};
-	assert(legal[c->state][to]);
+	if (!legal[c->state][to]) {
+		/* A bug: abort where asserts are on, else refuse and say so. */
+		log_err("nbd: connection %d: illegal state change %d -> %d", c->peer.net.fd,
+			(int)c->state, (int)to);
+		assert(!"illegal NBD connection state change");
+		return;
+	}
 	c->state = to;
 	c->srv->entered[to]++;
 }
@@ -140,37 +139,29 @@ static void conn_kill(struct nbd_conn *c, const char *why)
 	if (c->state == ST_DEAD)
 		return;
 	if (why)
-		log_info("nbd: closing connection %d: %s", c->net.fd, why);
+		log_info("nbd: closing connection %d: %s", c->peer.net.fd, why);
 	set_state(c, ST_DEAD);
-	net_close(&c->net);
+	net_close(&c->peer.net);
 }
 
-static void conn_reap(struct ev_deferred *d)
+/* N3: net_peer calls this once the connection is closed and unreferenced. */
+static void conn_release(struct net_peer *p)
 {
-	struct nbd_conn *c = container_of(d, struct nbd_conn, reap);
-	struct nbd_server *s = c->srv;
+	struct nbd_conn *c = container_of(p, struct nbd_conn, peer);
 	struct nbd_slot *sl;
 
-	if (!c->net_closed || c->refs)
-		return;
-	ev_undefer(s->ev, &c->resume);
-	ev_timer_cancel(s->ev, &c->hs_timer);
+	ev_undefer(c->srv->ev, &c->resume);
 	while ((sl = c->free_slots)) {
 		c->free_slots = sl->next_free;
 		free(sl->buf);
 		free(sl);
 	}
-	list_del(&c->link);
-	s->nconns--;
-	net_conn_destroy(&c->net);
 	free(c);
 }
 
 static void conn_unref(struct nbd_conn *c)
 {
-	c->refs--;
-	if (c->net_closed && c->refs == 0)
-		ev_defer(c->srv->ev, &c->reap);
+	net_peer_unref(&c->peer);
 }
 
 /* Handshake output: one heap block per message (not on the I/O path). */
@@ -210,9 +201,9 @@ static void hs_send(struct nbd_conn *c, struct hs_msg *m)
 	m->tx.iov[0].iov_len = m->len;
 	m->tx.iovcnt = 1;
 	m->tx.done = hs_done;
-	c->refs++;
+	net_peer_ref(&c->peer);
 	c->hs_queued += sizeof(*m) + m->len;
-	net_send(&c->net, &m->tx);
+	net_send(&c->peer.net, &m->tx);
 }
 
 static void opt_reply(struct nbd_conn *c, uint32_t opt, uint32_t type, const void *data,
@@ -256,7 +247,7 @@ static struct nbd_slot *slot_get(struct nbd_conn *c)
 	}
 	sl->err = 0;
 	c->busy++;
-	c->refs++;
+	net_peer_ref(&c->peer);
 	return sl;
 }
 
@@ -266,7 +257,7 @@ static void conn_resume(struct ev_deferred *d)
 	if (c->state == ST_DEAD || !c->want_resume)
 		return;
 	c->want_resume = false;
-	net_rx_resume(&c->net);
+	net_rx_resume(&c->peer.net);
 }
 
 static void slot_put(struct nbd_slot *sl)
@@ -364,7 +355,7 @@ static void reply(struct nbd_slot *sl, uint32_t error)
 	}
 	sl->tx.iov[0].iov_base = sl->hdr;
 	sl->tx.iov[0].iov_len = n;
-	net_send(&c->net, &sl->tx);
+	net_send(&c->peer.net, &sl->tx);
 }
 
 static void io_done(struct vol_io *io, int res)
@@ -451,7 +442,7 @@ static void dispatch(struct nbd_slot *sl)
 
 static void write_payload(struct net_conn *nc, int err)
 {
-	struct nbd_conn *c = container_of(nc, struct nbd_conn, net);
+	struct nbd_conn *c = container_of(nc, struct nbd_conn, peer.net);
 	struct nbd_slot *sl = c->rx_slot;
 
 	c->rx_slot = NULL;
@@ -466,7 +457,7 @@ static void write_payload(struct net_conn *nc, int err)
  * needed, a payload is being received directly, or reading paused. */
 static void on_rx_xmit(struct nbd_conn *c)
 {
-	struct net_conn *nc = &c->net;
+	struct net_conn *nc = &c->peer.net;
 
 	while (c->state == ST_XMIT || c->state == ST_DRAIN) {
 		struct nbd_req r;
@@ -560,9 +551,9 @@ static void enter_xmit(struct nbd_conn *c, struct vol *v)
 	c->info.tflags = tflags(c);
 	c->info.structured = c->structured;
 	c->info.meta_allocation = c->meta_alloc;
-	ev_timer_cancel(c->srv->ev, &c->hs_timer);
+	net_peer_hs_done(&c->peer);
 	set_state(c, ST_XMIT);
-	log_debug("nbd: connection %d serves %s", c->net.fd, v->name);
+	log_debug("nbd: connection %d serves %s", c->peer.net.fd, v->name);
 }
 
 /* Why a volume cannot be exported here, or NULL. */
@@ -780,7 +771,7 @@ static void handle_option(struct nbd_conn *c, uint32_t opt, const uint8_t *data,
 
 static void on_rx_handshake(struct nbd_conn *c)
 {
-	struct net_conn *nc = &c->net;
+	struct net_conn *nc = &c->peer.net;
 
 	while (c->state == ST_CLIENT_FLAGS || c->state == ST_OPT) {
 		const uint8_t *p = net_rx_peek(nc);
@@ -832,7 +823,7 @@ static void on_rx_handshake(struct nbd_conn *c)
 
 static void on_rx(struct net_conn *nc)
 {
-	struct nbd_conn *c = container_of(nc, struct nbd_conn, net);
+	struct nbd_conn *c = container_of(nc, struct nbd_conn, peer.net);
 
 	if (c->state == ST_CLIENT_FLAGS || c->state == ST_OPT)
 		on_rx_handshake(c);
@@ -844,25 +835,23 @@ static void on_rx(struct net_conn *nc)
 
 static void on_closed(struct net_conn *nc)
 {
-	struct nbd_conn *c = container_of(nc, struct nbd_conn, net);
+	struct nbd_conn *c = container_of(nc, struct nbd_conn, peer.net);
 
 	set_state(c, ST_DEAD);
-	c->net_closed = true;
 	if (c->rx_slot) {
 		/* A WRITE whose payload never fully arrived is never replied to. */
 		struct nbd_slot *sl = c->rx_slot;
 		c->rx_slot = NULL;
 		slot_put(sl);
 	}
-	c->refs++; /* balance: conn_unref may schedule the reap */
-	conn_unref(c);
+	net_peer_closed(&c->peer);
 }
 
 /* The client sent FIN: no more requests, but those in flight are answered
  * before the connection closes (like DISC). */
 static void on_eof(struct net_conn *nc)
 {
-	struct nbd_conn *c = container_of(nc, struct nbd_conn, net);
+	struct nbd_conn *c = container_of(nc, struct nbd_conn, peer.net);
 
 	c->disc = true;
 	if (c->busy == 0)
@@ -875,68 +864,35 @@ static const struct net_conn_ops nbd_net_ops = {
 	.on_eof = on_eof,
 };
 
-static void hs_timeout(struct ev_timer *t)
+/* net_srv asks: shutdown (why NULL) or handshake-timeout (N6). */
+static void conn_kill_peer(struct net_peer *p, const char *why)
 {
-	struct nbd_conn *c = container_of(t, struct nbd_conn, hs_timer);
-
-	if (c->state == ST_CLIENT_FLAGS || c->state == ST_OPT)
-		conn_kill(c, "handshake not finished within handshake-timeout");
+	conn_kill(container_of(p, struct nbd_conn, peer), why);
 }
 
-/* N6: why a new connection from host is refused, or NULL. */
-static const char *refuse(struct nbd_server *s, int fd, const char *host)
-{
-	struct list *pos, *tmp;
-	unsigned same = 0;
+static const struct net_peer_ops nbd_peer_ops = {
+	.release = conn_release,
+	.kill = conn_kill_peer,
+};
 
-	list_for_each_safe(pos, tmp, &s->conns)
-		if (strcmp(container_of(pos, struct nbd_conn, link)->host, host) == 0)
-			same++;
-	return net_refusal(fd, s->nconns, s->cfg->max_conns, same, s->cfg->max_conns_per_addr);
-}
-
-static void on_accept(struct net_listener *l, int fd)
+static void on_accept(struct net_srv *ns, int fd, const char *host)
 {
-	struct nbd_server *s = container_of(l, struct nbd_server, lis);
+	struct nbd_server *s = container_of(ns, struct nbd_server, srv);
 	struct nbd_conn *c;
 	struct hs_msg *m;
 	uint8_t *p;
 	uint64_t magic;
 	uint16_t fl;
-	char host[NET_HOST_MAX];
-	const char *why;
 
-	if (s->shutting_down) {
-		close(fd);
-		return;
-	}
-	net_peer_host(fd, host);
-	if ((why = refuse(s, fd, host))) {
-		if (s->refused++ % 100 == 0)
-			log_warn("nbd: refusing a connection from %s: %s (%llu refused so far)",
-				 host[0] ? host : "?", why, (unsigned long long)s->refused);
-		close(fd);
-		return;
-	}
 	c = calloc(1, sizeof(*c));
 	if (!c) {
 		close(fd);
 		return;
 	}
-	c->srv = s;
-	c->state = ST_CLIENT_FLAGS;
+	c->srv = s; /* calloc: c->state is ST_CLIENT_FLAGS, the first state */
 	c->resume.fn = conn_resume;
-	c->reap.fn = conn_reap;
-	c->hs_timer.fn = hs_timeout;
-	snprintf(c->host, sizeof(c->host), "%s", host);
-	list_add(&s->conns, &c->link);
-	s->nconns++;
-	if (net_conn_init(&c->net, s->ev, fd, RXBUF, &nbd_net_ops)) {
-		close(fd);
-		c->net.fd = -1;
-		c->net_closed = true;
-		c->refs++;
-		conn_unref(c);
+	if (net_peer_open(&c->peer, s->ev, ns, fd, host, RXBUF, &nbd_net_ops, &nbd_peer_ops)) {
+		free(c);
 		return;
 	}
 	p = hs_alloc(c, 18, &m);
@@ -951,7 +907,6 @@ static void on_accept(struct net_listener *l, int fd)
 	fl = htobe16(NBD_FLAG_FIXED_NEWSTYLE | NBD_FLAG_NO_ZEROES);
 	memcpy(p + 16, &fl, 2);
 	hs_send(c, m);
-	ev_timer_arm(s->ev, &c->hs_timer, (uint64_t)s->cfg->handshake_timeout_ms * 1000000ull);
 }
 
 int nbd_server_new(struct ev_loop *ev, const char *addr, const struct cfg *cfg,
@@ -964,10 +919,14 @@ int nbd_server_new(struct ev_loop *ev, const char *addr, const struct cfg *cfg,
 		return -ENOMEM;
 	s->ev = ev;
 	s->cfg = cfg;
-	list_init(&s->conns);
 	s->vols = vols;
 	s->nvols = nvols;
-	r = net_listen(&s->lis, ev, addr, on_accept);
+	s->srv.name = "nbd";
+	s->srv.max = cfg->max_conns;
+	s->srv.max_per_addr = cfg->max_conns_per_addr;
+	s->srv.hs_timeout_ns = (uint64_t)cfg->handshake_timeout_ms * 1000000ull;
+	s->srv.on_accept = on_accept;
+	r = net_srv_listen(&s->srv, ev, addr);
 	if (r) {
 		free(s);
 		return r;
@@ -978,26 +937,17 @@ int nbd_server_new(struct ev_loop *ev, const char *addr, const struct cfg *cfg,
 
 void nbd_server_shutdown(struct nbd_server *s)
 {
-	struct list *pos, *tmp;
-
-	s->shutting_down = true;
-	net_listener_close(&s->lis);
-
-	list_for_each_safe(pos, tmp, &s->conns)
-		conn_kill(container_of(pos, struct nbd_conn, link), NULL);
+	net_srv_shutdown(&s->srv);
 }
 
 void nbd_server_abort(struct nbd_server *s)
 {
-	struct list *pos, *tmp;
-
-	list_for_each_safe(pos, tmp, &s->conns)
-		net_abort(&container_of(pos, struct nbd_conn, link)->net);
+	net_srv_abort(&s->srv);
 }
 
 unsigned nbd_server_conns(const struct nbd_server *s)
 {
-	return s->nconns;
+	return s->srv.npeers;
 }
 
 void nbd_server_free(struct nbd_server *s)

@@ -7,7 +7,7 @@
  * never aborts a task (the caller does both, see pr_ua() and PREEMPT below),
  * never trusts a length or a count from an initiator or from a stored image.
  *
- * Calling sequence (transport side), for every command of the logical unit:
+ * Calling sequence (src/scsi/lu.c and exec.c), for every command of the logical unit:
  *   if (pr_conflict(s, who, cdb))        -> RESERVATION CONFLICT, not executed
  *   else if opcode is PRIN               -> pr_in(s, cdb, &req)
  *   else if PROUT or RESERVE/RELEASE     -> receive the data-out (PROUT),

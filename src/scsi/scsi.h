@@ -6,7 +6,7 @@
  * The one place that writes sense bytes is sense_fixed() in scsi.c; the one place
  * that maps an -errno to status + sense is scsi_error().
  *
- * Calling sequence (transport side):
+ * Calling sequence (src/scsi/lu.c decodes, exec.c runs the I/O):
  *   scsi_exec(lu, cdb, cdb_len, edtl, &req);
  *   DONE                  -> send req.data[0..data_len) (the caller also caps
  *                            it at edtl and reports the residual), req.status,
@@ -113,7 +113,7 @@
  * control byte, service action, readiness, parameter list length up to
  * SCSI_PARAM_MAX) and handed to the caller as SCSI_IO with an xop; the caller
  * keeps their state and runs src/scsi/pr.c or xcopy.c. Unit attentions are
- * per I_T nexus and kept by the transport.
+ * per I_T nexus and kept by src/scsi/lu.c.
  * TODO (next): REPORT TARGET PORT GROUPS (ALUA, so that TPGS can be set),
  * SANITIZE. Until then INVALID COMMAND OPERATION CODE. Wire constants live
  * here rather than in include/proto/ until the SCSI layer has a proto header. */

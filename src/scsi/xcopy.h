@@ -6,7 +6,7 @@
  * caller's struct xcopy_status), never trusts a length from the initiator,
  * never writes sense bytes itself (scsi_check() and friends in scsi.c do).
  *
- * Calling sequence (transport side):
+ * Calling sequence (src/scsi/lu.c and exec.c):
  *   plen = xcopy_cdb_len(cdb, &req);  < 0: req is DONE (bad CDB, list too long)
  *   receive plen bytes (the command's expected transfer length must cover it)
  *   n = xcopy_parse(lu, cdb, buf, got, seg, XCOPY_MAX_SEG_DESC, &id, &req);
