@@ -43,6 +43,10 @@
 #define TANDEM_MD_META_MAX (TANDEM_MD_META_SLOT - 32u)
 #define TANDEM_MD_NAME_LEN 64u
 #define TANDEM_MD_HISTORY 4u
+/* gen_current / gen_bitmap values with a meaning of their own; every other
+ * value is a random data generation (md_new_gen). */
+#define TANDEM_MD_GEN_NONE 0ull  /* no data: content unknown, or thrown away (invalidate) */
+#define TANDEM_MD_GEN_EMPTY 1ull /* created empty, never written */
 
 /* flags */
 #define TANDEM_MD_F_PRIMARY (1u << 0)     /* was primary when last written */

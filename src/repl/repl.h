@@ -3,22 +3,43 @@
  * Protocol: include/proto/repl.h, docs/PROTOCOL-REPL.md.
  *
  * States (SPEC.md): connection standalone|connecting|connected; replication
- * off|established|syncsource|synctarget. Transitions:
- *   connection  standalone -> connecting    [repl_start, `connect`]
- *               connecting -> connected     [handshake verdict: equal, source, target]
- *               connected  -> connecting    [peer lost: timeout, reset, protocol error]
- *               any        -> standalone    [`disconnect`]
- *   replication off -> established|syncsource|synctarget  [handshake verdict]
- *               syncsource|synctarget -> established      [RS_DONE]
- *               any -> off                                [connection lost]
+ * off|established|syncsource|synctarget; per connection, its handshake stage;
+ * the verify. Each is written only by its set function in repl_state.c
+ * (repl_set_cstate, repl_set_rstate, hs_set_stage, verify_set_state), whose
+ * legal[][] table is these lines. Transitions:
+ *   connection  standalone -> connecting    [repl_start, `connect`: repl_connect]
+ *               connecting -> connected     [handshake verdict (equal, source,
+ *                                            target): handshake_decide]
+ *               connected  -> connecting    [peer lost (timeout, reset, protocol
+ *                                            error): conn_lost]
+ *               any        -> standalone    [`disconnect`: repl_disconnect,
+ *                                            repl_shutdown, conn_lost]
+ *   replication off -> established|syncsource|synctarget  [handshake verdict:
+ *                                                          handshake_decide]
+ *               established -> syncsource  [rs_start_live: verify found
+ *                                           differences, or the peer failed a write]
+ *               established -> synctarget  [msg_rs_start: RS_START]
+ *               syncsource|synctarget -> established      [RS_DONE: rs_finish,
+ *                                                          rs_done_flushed]
+ *               any -> off                                [connection lost: conn_lost]
+ *   handshake   (new connection) -> hello   [rconn_new]
+ *    (stage)    hello -> auth               [on_hello: the peer names this volume]
+ *               auth -> state               [msg_auth: the peer knows the secret]
+ *               state -> bitmap             [hs_state: the peer's STATE]
+ *               bitmap -> run               [handshake_decide: BITMAP_END, a verdict]
+ *   verify      none|done|aborted -> running [`verify`: repl_verify]
+ *               running -> done             [vfy_finish]
+ *               running -> aborted          [rs_abort: the connection is gone]
  *   disk (this node) uptodate -> outdated     [a secondary loses its primary peer]
  *                    outdated -> uptodate     [verdict equal]
  *                    (start) -> consistent    [opened up to date, not just created: R9]
  *                    consistent -> uptodate   [verdict equal or source; --force]
  *                    any -> inconsistent      [becoming sync target; `invalidate`]
  *                    inconsistent -> uptodate [RS_DONE]
- *   role  secondary -> primary  [`primary`: disk uptodate, or --force; peer not primary]
- *         primary -> secondary  [`secondary`: once in-flight writes are done]
+ *   role  secondary -> primary  [`primary`: disk uptodate, or --force; peer not primary:
+ *                                repl_promote]
+ *         primary -> secondary  [`secondary`: once in-flight writes are done: repl_demote]
+ *   (disk and role belong to the volume: vol_set_disk and vol_set_role write them)
  * Invariants:
  *   R1. A front-end write completes only after the local store and, when the
  *       peer is connected, the peer completed it; if the peer is lost first,
@@ -66,7 +87,8 @@
  *       time spent not reading the link (the apply limit) counts only while
  *       no apply completes either (then the local disk stalls).
  * Owns: the connection(s) of its volume, the change bitmap.
- * Never: serves front-end I/O by itself (the volume calls repl_submit). */
+ * Never: serves front-end I/O by itself (the volume hands it writes through
+ * its hook, struct vol_repl_ops, which repl_new fills in). */
 #ifndef TANDEM_REPL_H
 #define TANDEM_REPL_H
 
@@ -78,7 +100,6 @@
 #include "../ev/ev.h"
 
 struct vol;
-struct vol_io;
 struct repl;
 struct repl_server;
 
@@ -119,12 +140,6 @@ void repl_start(struct repl *r);
 void repl_shutdown(struct repl *r);
 bool repl_idle(const struct repl *r);
 void repl_free(struct repl *r); /* persists the bitmap; NULL is a no-op */
-
-void repl_submit(struct repl *r, struct vol_io *io);
-/* The volume attributes changed on this primary: sends them to the peer when
- * connected (after every write sent before; a later FLUSH's ack means the
- * peer stored them). Sent again whenever a connection is established. */
-void repl_meta_changed(struct repl *r);
 
 /* Admin. Return 0 done, -EAGAIN not yet (ask again), or -errno with msg. */
 int repl_promote(struct repl *r, bool force, char *msg, size_t len);

@@ -22,8 +22,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define GEN_NONE 0ull
-#define GEN_EMPTY 1ull
+#include "../../include/proto/ondisk.h"
+
+#define GEN_NONE TANDEM_MD_GEN_NONE
+#define GEN_EMPTY TANDEM_MD_GEN_EMPTY
 #define GEN_HISTORY 4
 
 struct gen_view {

@@ -4,6 +4,7 @@
  * caller asked for FAST (then -ENOTSUP so that it can choose). */
 #include "vol.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,8 +13,6 @@
 
 #include "../common/log.h"
 #include "../common/util.h"
-#include "../repl/repl.h"
-#include "../repl/repl_gen.h"
 
 #define ZERO_CHUNK (1u << 20)
 
@@ -62,6 +61,27 @@ void vol_event(struct vol *v, const char *what, const char *from, const char *to
 	if (extra)
 		snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), ",%s", extra);
 	v->event_fn(v->event_ctx, buf);
+}
+
+void vol_set_role(struct vol *v, enum vol_role role)
+{
+	static const bool legal[VOL_PRIMARY + 1][VOL_PRIMARY + 1] = {
+		[VOL_SECONDARY] = { [VOL_PRIMARY] = true },
+		[VOL_PRIMARY] = { [VOL_SECONDARY] = true },
+	};
+
+	if (v->role == role)
+		return;
+	if ((unsigned)role > VOL_PRIMARY || !legal[v->role][role]) {
+		/* a bug of this node: stops a debug build, refused in release */
+		log_err("volume %s: illegal role transition %s -> %s", v->name,
+			vol_role_name(v->role), vol_role_name(role));
+		assert(!"illegal role transition");
+		return;
+	}
+	log_info("volume %s: role %s -> %s", v->name, vol_role_name(v->role), vol_role_name(role));
+	vol_event(v, "role", vol_role_name(v->role), vol_role_name(role), NULL);
+	v->role = role;
 }
 
 void vol_set_disk(struct vol *v, enum vol_disk d)
@@ -209,8 +229,8 @@ int vol_meta_set(struct vol *v, const uint8_t *buf, size_t len)
 {
 	int r = vol_meta_store(v, buf, len);
 
-	if (!r && v->repl)
-		repl_meta_changed(v->repl);
+	if (!r && v->repl_ops)
+		v->repl_ops->meta_changed(v->repl_ctx);
 	return r;
 }
 
@@ -356,7 +376,7 @@ static bool split_submit(struct vol *v, struct vol_io *io)
 
 void vol_submit(struct vol *v, struct vol_io *io)
 {
-	if (v->repl && (io->type == BS_TRIM || io->type == BS_ZERO) && io->len > SPLIT_MAX &&
+	if (v->repl_ops && (io->type == BS_TRIM || io->type == BS_ZERO) && io->len > SPLIT_MAX &&
 	    split_submit(v, io))
 		return;
 	submit(v, io, 0);
@@ -400,8 +420,8 @@ static void submit(struct vol *v, struct vol_io *io, uint64_t again)
 	case BS_ZERO: v->stats.zeroes++; break;
 	default: fail_async(v, io, -EINVAL); return;
 	}
-	if (v->repl && io->type != BS_READ) {
-		repl_submit(v->repl, io);
+	if (v->repl_ops && io->type != BS_READ) {
+		v->repl_ops->submit(v->repl_ctx, io);
 		return;
 	}
 	vol_local(v, io, vol_complete);
@@ -466,7 +486,7 @@ int vol_open(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned ni
 	init.size = cv->size;
 	init.block_size = 512;
 	init.flags = TANDEM_MD_F_CONSISTENT | TANDEM_MD_F_UPTODATE;
-	init.gen_current = GEN_EMPTY;
+	init.gen_current = TANDEM_MD_GEN_EMPTY;
 	if (cv->nnodes > 1) {
 		/* Replicas created empty together need no initial sync. A disk
 		 * that already holds data (a filled image, a block device) is
@@ -474,7 +494,7 @@ int vol_open(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned ni
 		 * volume's (a generation of its own, so that the peer gets all
 		 * of it); on another node it is unknown and gets a full sync. */
 		if (!fresh && cv->nodes[0] != ni) {
-			init.gen_current = GEN_NONE;
+			init.gen_current = TANDEM_MD_GEN_NONE;
 			init.flags = 0;
 		} else if (!fresh) {
 			init.gen_current = md_new_gen();

@@ -7,6 +7,10 @@
  *   disk   uptodate -> failed       [vol_io_done: the store returned EIO]
  *   role   (open) -> primary        [vol_open: single-node volume]
  *   role   (open) -> secondary      [vol_open: another node is first primary]
+ *   role   secondary -> primary     [vol_set_role from repl_promote]
+ *          primary -> secondary     [vol_set_role from repl_demote]
+ * (repl.h has the disk transitions of a replicated volume; every change after
+ * vol_open goes through vol_set_disk and vol_set_role.)
  * Invariants:
  *   V1. Only a primary with a disk that is not failed accepts I/O
  *       (vol_submit fails everything else with -EROFS / -EIO).
@@ -36,9 +40,20 @@
 #include "../config/config.h"
 #include "../md/md.h"
 #include "../net/net.h"
-#include "../repl/bitmap.h"
+#include "../bm/bitmap.h"
 
 struct repl;
+struct vol_io;
+
+/* The replication hook: src/repl fills it in (with its context) when it
+ * attaches to a replicated volume, so that vol never calls into src/repl. */
+struct vol_repl_ops {
+	/* A write, trim, zero or flush of the replicated volume (vol_submit
+	 * hands it over); the replication completes it with vol_complete. */
+	void (*submit)(void *ctx, struct vol_io *io);
+	/* The volume attributes changed on this primary (vol_meta_set). */
+	void (*meta_changed)(void *ctx);
+};
 
 enum vol_role { VOL_SECONDARY = 0, VOL_PRIMARY };
 /* VOL_CONSISTENT: a replicated disk that was up to date when its node last
@@ -89,8 +104,12 @@ struct vol {
 	/* state-change events (`tandemctl events`): a JSON fragment per event */
 	void (*event_fn)(void *ctx, const char *json);
 	void *event_ctx;
-	/* replication: NULL for a volume that lives on one node */
+	/* replication: NULL for a volume that lives on one node. repl is the
+	 * object itself (for the control socket and the daemon; opaque here),
+	 * repl_ops and repl_ctx the hook vol_submit and vol_meta_set call. */
 	struct repl *repl;
+	const struct vol_repl_ops *repl_ops;
+	void *repl_ctx;
 	bool demoting; /* role change to secondary pending: new I/O refused */
 	/* volume attributes (the SCSI persistent reservations image, opaque
 	 * here): kept in the metadata file, replicated by the primary */
@@ -167,7 +186,11 @@ void vol_unlock(struct vol *v, struct vol_lock *lk);
  * (what the peer sent). Both 0 or -errno (-EFBIG: too long). */
 int vol_meta_set(struct vol *v, const uint8_t *buf, size_t len);
 int vol_meta_store(struct vol *v, const uint8_t *buf, size_t len);
-/* Disk state change, persisted in the metadata flags (synchronous). */
+/* Role change (src/repl: promote, demote), announced; the caller persists
+ * the primary flag. The only writer of v->role after vol_open. */
+void vol_set_role(struct vol *v, enum vol_role role);
+/* Disk state change, persisted in the metadata flags (synchronous). The only
+ * writer of v->disk after vol_open. */
 void vol_set_disk(struct vol *v, enum vol_disk d);
 /* Reports a state change to whoever listens (what: "role", "disk",
  * "connection", "replication", ...); extra is more JSON members or NULL. */

@@ -1,4 +1,4 @@
-/* The persistent change bitmap and its activity log (src/repl/bitmap.c) on a
+/* The persistent change bitmap and its activity log (src/bm/bitmap.c) on a
  * real event loop and a temp file laid out like the metadata file (AL at
  * 8 KiB, bitmap at 1 MiB). The write-intent rule (B2) is checked where it
  * matters: inside the waiter's callback, which reads the AL from the file
@@ -18,7 +18,7 @@
 #include "../../include/proto/ondisk.h"
 #include "../../src/common/util.h"
 #include "../../src/ev/ev.h"
-#include "../../src/repl/bitmap.h"
+#include "../../src/bm/bitmap.h"
 
 #define KIB 1024ull
 #define MIB (1024ull * 1024)

@@ -23,8 +23,8 @@
  *   B4. At most one flush (page writes + fdatasync) is in flight.
  * Owns: its memory; writes the AL and bitmap areas of the metadata fd given.
  * Never: closes that fd; touches the superblock slots. */
-#ifndef TANDEM_REPL_BITMAP_H
-#define TANDEM_REPL_BITMAP_H
+#ifndef TANDEM_BM_BITMAP_H
+#define TANDEM_BM_BITMAP_H
 
 #include <stdbool.h>
 #include <stdint.h>

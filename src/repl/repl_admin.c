@@ -1,0 +1,340 @@
+/* The admin commands of a replicated volume (tandemctl through src/ctl):
+ * promote, demote, connect, disconnect, verify, invalidate, and the status.
+ * Each returns 0 done, -EAGAIN not yet (the caller asks again) or -errno
+ * with a message. Never: waits; a step that needs the peer is polled. */
+#include "repl_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../common/log.h"
+
+/* A handshake is deciding on the state this node sent: role changes wait. */
+static bool handshaking(const struct repl *r)
+{
+	struct list *pos, *tmp;
+	list_for_each_safe (pos, tmp, (struct list *)&r->bound) {
+		const struct rconn *c = container_of(pos, struct rconn, link);
+		if (conn_usable(c) && c->got_auth && c->hs_stage != ST_RUN)
+			return true;
+	}
+	return false;
+}
+
+int repl_promote(struct repl *r, bool force, char *msg, size_t len)
+{
+	struct vol *v = r->v;
+
+	if (handshaking(r))
+		return -EAGAIN;
+	if (v->role == VOL_PRIMARY) {
+		v->demoting = false;
+		return 0;
+	}
+	if (r->have_peer && r->peer.role == REPL_ROLE_PRIMARY) {
+		snprintf(msg, len, "%s is primary for %s; make it secondary first", peer_name(r),
+			 v->name);
+		return -EBUSY;
+	}
+	if (v->disk == VOL_FAILED || v->disk == VOL_DISKLESS) {
+		snprintf(msg, len, "volume %s: disk is %s", v->name, vol_disk_name(v->disk));
+		return -EIO;
+	}
+	if (v->disk != VOL_UPTODATE || r->rstate == RR_SYNCTARGET) {
+		if (!force) {
+			snprintf(msg, len,
+				 "volume %s: disk is %s here; use --force to promote it anyway "
+				 "(its data may be older than %s's)",
+				 v->name, vol_disk_name(v->disk), peer_name(r));
+			return -EPERM;
+		}
+		log_warn("volume %s: promoted with --force while the disk is %s", v->name,
+			 vol_disk_name(v->disk));
+		if (r->rstate == RR_SYNCTARGET && r->conn)
+			conn_abort(r->conn);
+		vol_set_disk(v, VOL_UPTODATE);
+	}
+	v->md->sb.flags |= TANDEM_MD_F_PRIMARY;
+	if (vol_md_write(v)) { /* the disk is failed (V4) */
+		v->md->sb.flags &= ~TANDEM_MD_F_PRIMARY;
+		snprintf(msg, len, "volume %s: writing metadata failed; the disk is failed",
+			 v->name);
+		return -EIO;
+	}
+	vol_set_role(v, VOL_PRIMARY);
+	v->demoting = false;
+	if (peer_ready(r))
+		gen_rotate(r, r->conn);
+	if (r->conn && r->conn->hs_stage == ST_RUN)
+		send_state(r->conn);
+	return 0;
+}
+
+/* R11: before a primary steps down, every write the peer acknowledged is
+ * made durable there and here: the cleaner's FLUSH on both nodes, pass after
+ * pass, until the activity log is empty. The peer, once primary, then never
+ * holds an acknowledged write of ours only in a volatile cache with nothing
+ * recording it. A flush that fails marks the extents out of sync instead
+ * (and the peer marked itself inconsistent, R10). */
+static bool demote_flushed(struct repl *r)
+{
+	if (!r->conn || r->conn->hs_stage != ST_RUN || !peer_ready(r)) {
+		r->demote_flushing = false;
+		return true; /* no peer: conn_lost marked what it may lack (R7) */
+	}
+	if (bm_al_empty(r->bm)) {
+		log_info("volume %s: written data is durable on both nodes", r->v->name);
+		r->demote_flushing = false;
+		return true;
+	}
+	if (r->cleaning)
+		return false;
+	if (r->clean_failed) {
+		r->clean_failed = false;
+		/* A flush the peer failed (it is inconsistent now, R10), one that
+		 * failed here, or a bitmap that cannot be written: the extents
+		 * are marked instead. A pass that got no FLUSH out (the request
+		 * window was full) is simply tried again. */
+		if (r->peer.disk == VOL_INCONSISTENT || r->clean_local.rep.lres ||
+		    r->v->disk == VOL_FAILED || r->v->md_failed) {
+			log_warn("volume %s: flushing before the role change failed; the activity "
+				 "log's extents are out of sync",
+				 r->v->name);
+			al_mark(r);
+			r->demote_flushing = false;
+			return true;
+		}
+	}
+	if (!r->demote_flushing)
+		log_info("volume %s: flushing both nodes before the role change", r->v->name);
+	r->demote_flushing = true;
+	clean_start(r);
+	return false;
+}
+
+int repl_demote(struct repl *r, char *msg, size_t len)
+{
+	struct vol *v = r->v;
+	(void)msg;
+	(void)len;
+
+	if (v->role == VOL_SECONDARY)
+		return r->demote_cookie && r->conn ? -EAGAIN : 0;
+	if (handshaking(r))
+		return -EAGAIN;
+	v->demoting = true;
+	if (v->inflight || !demote_flushed(r))
+		return -EAGAIN;
+	v->md->sb.flags &= ~TANDEM_MD_F_PRIMARY;
+	vol_md_write(v);
+	vol_set_role(v, VOL_SECONDARY);
+	v->demoting = false;
+	if (r->conn && r->conn->hs_stage == ST_RUN) {
+		uint8_t b[32];
+		send_state(r->conn);
+		/* Answered once the peer has read the new state (the pong follows it). */
+		r->demote_cookie = ++r->ping_cookie;
+		send_small(r->conn, b, repl_enc_ping(b, REPL_PING, r->demote_cookie));
+		return -EAGAIN;
+	}
+	return 0;
+}
+
+int repl_connect(struct repl *r, char *msg, size_t len)
+{
+	(void)msg;
+	(void)len;
+	r->admin_down = false;
+	r->split_brain = false;
+	if (r->cstate == RC_STANDALONE)
+		repl_set_cstate(r, RC_CONNECTING);
+	r->backoff_ms = RETRY_MIN_MS;
+	ev_timer_cancel(r->ev, &r->retry);
+	schedule_dial(r);
+	return 0;
+}
+
+/* The drain's FLUSH is back (or failed, or the connection went first). */
+static void drain_done(struct vol_io *io, int res)
+{
+	struct repl *r = io->vol->repl;
+	(void)res;
+
+	r->draining = false;
+	if (!r->conn || !r->admin_down)
+		return; /* lost meanwhile (conn_lost marked the whole AL), or connect came */
+	r->drain_clean = io->rep.lres == 0;
+	conn_abort(r->conn);
+	r->drain_clean = false;
+}
+
+/* Starts an orderly disconnect: true when a drain FLUSH went to the peer and
+ * drain_done will cut the connection. Only an in-sync primary drains: a
+ * resync or verify in flight, or a secondary, is cut at once as before. */
+static bool drain_start(struct repl *r)
+{
+	struct list *pos, *tmp;
+
+	if (r->draining)
+		return true;
+	if (!r->conn || r->conn->hs_stage != ST_RUN || !peer_ready(r) ||
+	    r->v->role != VOL_PRIMARY || r->rstate != RR_ESTABLISHED || r->vfy_state == VFY_RUNNING)
+		return false;
+	/* Writes in flight now may reach the peer after the FLUSH. */
+	memset(r->drain_touched, 0, bm_words(r->bm) * 8);
+	list_for_each_safe (pos, tmp, &r->inflight) {
+		struct vol_io *o = container_of(pos, struct vol_io, rep.link);
+		bm_mark_range(r->drain_touched, r->bm, o->off, o->len);
+	}
+	if (!peer_flush(r, &r->drain_flush, drain_done))
+		return false;
+	r->draining = true;
+	r->drain_t0 = ev_now(r->ev);
+	return true;
+}
+
+int repl_disconnect(struct repl *r, char *msg, size_t len)
+{
+	r->admin_down = true;
+	ev_timer_cancel(r->ev, &r->retry);
+	/* Polled (tandemctl waits) until drain_done has cut the connection. */
+	if (drain_start(r)) {
+		snprintf(msg, len, "the peer's flush before the disconnect");
+		return -EAGAIN;
+	}
+	if (r->conn)
+		conn_abort(r->conn);
+	repl_set_cstate(r, RC_STANDALONE);
+	return 0;
+}
+
+int repl_verify(struct repl *r, char *msg, size_t len)
+{
+	struct vol *v = r->v;
+
+	if (r->cstate != RC_CONNECTED || !peer_ready(r)) {
+		snprintf(msg, len, "volume %s is not connected to %s", v->name, peer_name(r));
+		return -ENOTCONN;
+	}
+	if (r->rstate != RR_ESTABLISHED) {
+		snprintf(msg, len, "volume %s is resyncing (%s); verify once it is in sync",
+			 v->name, repl_rep_name(r->rstate));
+		return -EBUSY;
+	}
+	if (r->vfy_state == VFY_RUNNING) {
+		snprintf(msg, len, "a verify of volume %s is already running", v->name);
+		return -EALREADY;
+	}
+	if (v->role != VOL_PRIMARY && r->peer.role == REPL_ROLE_PRIMARY) {
+		snprintf(msg, len, "%s is primary for volume %s: run verify there", peer_name(r),
+			 v->name);
+		return -EINVAL;
+	}
+	if (!(r->features & REPL_FEAT_RESYNC2)) {
+		snprintf(msg, len, "%s does not support verify", peer_name(r));
+		return -EOPNOTSUPP;
+	}
+	verify_set_state(r, VFY_RUNNING);
+	r->vfy_cursor = r->vfy_done = r->vfy_ranges = r->vfy_bytes = 0;
+	r->vfy_nredo = 0;
+	r->vfy_t0 = ev_now(r->ev);
+	r->vfy_t1 = 0;
+	log_info("volume %s: verify against %s started", v->name, peer_name(r));
+	vol_event(v, "replication", "established", "verifying", NULL);
+	ev_defer(r->ev, &r->rs_kick);
+	return 0;
+}
+
+int repl_invalidate(struct repl *r, char *msg, size_t len)
+{
+	struct vol *v = r->v;
+
+	if (v->role == VOL_PRIMARY) {
+		snprintf(msg, len, "volume %s is primary here; make it secondary first", v->name);
+		return -EBUSY;
+	}
+	log_warn("volume %s: invalidated: local data will be replaced by %s's", v->name,
+		 peer_name(r));
+	sb(r)->gen_current = GEN_NONE;
+	sb(r)->gen_bitmap = GEN_NONE;
+	if (vol_md_write(v)) {
+		snprintf(msg, len, "volume %s: writing metadata failed; the disk is failed",
+			 v->name);
+		return -EIO;
+	}
+	vol_set_disk(v, VOL_INCONSISTENT);
+	r->split_brain = false;
+	r->error[0] = '\0';
+	if (r->conn)
+		conn_abort(r->conn);
+	r->backoff_ms = RETRY_MIN_MS;
+	if (!r->admin_down) {
+		ev_timer_cancel(r->ev, &r->retry);
+		schedule_dial(r);
+	}
+	return 0;
+}
+
+int repl_in_sync(const struct repl *r, char *msg, size_t len)
+{
+	const struct vol *v = r->v;
+
+	if (v->disk == VOL_FAILED || v->disk == VOL_DISKLESS) {
+		snprintf(msg, len, "volume %s is %s", v->name, vol_disk_name(v->disk));
+		return -EIO;
+	}
+	if (r->split_brain) {
+		snprintf(msg, len, "volume %s: split brain with %s", v->name, peer_name(r));
+		return -EPERM;
+	}
+	if (r->rstate == RR_ESTABLISHED && v->disk == VOL_UPTODATE && bm_oos_count(r->bm) == 0)
+		return 1;
+	snprintf(msg, len, "volume %s: %s, %s, disk %s", v->name, repl_conn_name(r->cstate),
+		 repl_rep_name(r->rstate), vol_disk_name(v->disk));
+	return 0;
+}
+
+void repl_get_status(const struct repl *r, struct repl_status *st)
+{
+	uint64_t gran = bm_granularity(r->bm);
+	uint64_t oos = bm_oos_count(r->bm) * gran;
+
+	memset(st, 0, sizeof(*st));
+	st->peer = peer_name(r);
+	st->conn = r->cstate;
+	st->rep = r->rstate == RR_ESTABLISHED && r->vfy_state == VFY_RUNNING ? RR_VERIFYING
+									     : r->rstate;
+	st->peer_disk = r->have_peer ? r->peer.disk : -1;
+	st->peer_role = r->have_peer ? (r->peer.role == REPL_ROLE_PRIMARY) : -1;
+	st->out_of_sync_bytes = MIN(oos, r->v->size);
+	if (r->rstate == RR_SYNCSOURCE || r->rstate == RR_SYNCTARGET)
+		st->sync_percent =
+			r->rs_total
+				? 100.0 * (1.0 - (double)bm_oos_count(r->bm) / (double)r->rs_total)
+				: 100.0;
+	else
+		st->sync_percent =
+			oos ? 100.0 * (1.0 - (double)st->out_of_sync_bytes / (double)r->v->size)
+			    : 100.0;
+	st->resync_bytes_per_sec = r->rate_bps;
+	st->resync_window_bytes = r->ctl_armed ? r->ctl.window : 0;
+	st->resync_request_bytes = r->ctl_armed ? r->ctl.piece : 0;
+	st->resync_sent_bytes = r->rs_sent_bytes;
+	st->resync_zero_bytes = r->rs_zero_bytes;
+	st->resync_same_bytes = r->rs_same_bytes;
+	st->verify = r->vfy_state == VFY_RUNNING   ? "running"
+		     : r->vfy_state == VFY_DONE    ? "done"
+		     : r->vfy_state == VFY_ABORTED ? "aborted"
+						   : "none";
+	st->verify_percent = r->vfy_state == VFY_NONE ? 0
+			     : r->vfy_state == VFY_DONE
+				     ? 100.0
+				     : 100.0 * (double)r->vfy_done / (double)r->v->size;
+	st->verify_mismatch_ranges = r->vfy_ranges;
+	st->verify_mismatch_bytes = r->vfy_bytes;
+	st->split_brain = r->split_brain;
+	st->error = r->error;
+	st->gen_current = r->v->md->sb.gen_current;
+	st->gen_bitmap = r->v->md->sb.gen_bitmap;
+}

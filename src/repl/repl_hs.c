@@ -1,0 +1,469 @@
+/* The handshake of a connection: HELLO (who, which volume, which protocol),
+ * AUTH (both sides know the cluster secret), both STATEs and bitmaps, then
+ * the verdict (handshake_decide) on the generations: in sync, sync source
+ * or sync target, or a refusal.
+ * Never: lets an unauthenticated peer change the volume or what status says. */
+#include "repl_int.h"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../common/log.h"
+
+static int on_hello(struct rconn *c, const struct repl_hello *h);
+
+static void fill_state(struct repl *r, struct repl_state *s)
+{
+	const struct md_sb *m = sb(r);
+
+	memset(s, 0, sizeof(*s));
+	s->size = r->v->size;
+	s->gen_current = m->gen_current;
+	s->gen_bitmap = m->gen_bitmap;
+	for (unsigned i = 0; i < REPL_HISTORY; i++)
+		s->gen_history[i] = m->gen_history[i];
+	if (r->v->disk == VOL_UPTODATE)
+		s->flags |= REPL_ST_UPTODATE;
+	if (disk_consistent(r->v->disk))
+		s->flags |= REPL_ST_CONSISTENT;
+	if (r->v->disk == VOL_CONSISTENT)
+		s->flags |= REPL_ST_UNVERIFIED;
+	if (r->v->crashed_primary)
+		s->flags |= REPL_ST_CRASHED_PRIMARY;
+	s->role = r->v->role == VOL_PRIMARY ? REPL_ROLE_PRIMARY : REPL_ROLE_SECONDARY;
+	s->disk = (uint8_t)r->v->disk;
+	s->bm_granularity = bm_granularity(r->bm);
+	s->oos_bits = 0;
+	for (uint64_t i = 0; i < bm_words(r->bm); i++)
+		s->oos_bits += (uint64_t)__builtin_popcountll(bm_disk_word(r->bm, i));
+}
+
+void send_state(struct rconn *c)
+{
+	uint8_t b[REPL_ENC_MAX];
+	struct repl_state s;
+
+	fill_state(c->r, &s);
+	c->sent_disk = s.disk;
+	send_small(c, b, repl_enc_state(b, &s));
+}
+
+/* Copies a name into a NUL-padded wire field (the field is zeroed first). */
+static void put_name(void *dst, const char *name)
+{
+	memcpy(dst, name, strnlen(name, REPL_NAME_LEN - 1));
+}
+
+static void hmac_for(const struct repl *r, const struct rconn *c, bool from_dialer,
+		     const char *sender, uint8_t out[REPL_MAC_LEN])
+{
+	static const char tag[] = "tandem-repl-auth-1";
+	uint8_t msg[sizeof(tag) + 1 + 2 * REPL_NONCE_LEN + 4 * REPL_NAME_LEN];
+	const uint8_t *nd = c->dialer ? c->nonce_me : c->nonce_peer;
+	const uint8_t *na = c->dialer ? c->nonce_peer : c->nonce_me;
+	size_t n = 0;
+	unsigned len = 0;
+
+	memset(msg, 0, sizeof(msg));
+	memcpy(msg, tag, sizeof(tag) - 1);
+	n = sizeof(tag) - 1;
+	msg[n++] = from_dialer ? 'D' : 'A';
+	memcpy(msg + n, nd, REPL_NONCE_LEN);
+	n += REPL_NONCE_LEN;
+	memcpy(msg + n, na, REPL_NONCE_LEN);
+	n += REPL_NONCE_LEN;
+	put_name(msg + n, r->cfg->cluster);
+	n += REPL_NAME_LEN;
+	put_name(msg + n, r->v->name);
+	n += REPL_NAME_LEN;
+	put_name(msg + n, sender);
+	n += REPL_NAME_LEN;
+	HMAC(EVP_sha256(), r->secret, (int)strlen(r->secret), msg, n, out, &len);
+}
+
+void send_hello(struct rconn *c, const char *volume)
+{
+	uint8_t b[REPL_ENC_MAX];
+	struct repl_hello h;
+	const struct cfg *cfg = c->r ? c->r->cfg : c->srv->cfg;
+	unsigned self = c->r ? c->r->self : c->srv->self;
+
+	memset(&h, 0, sizeof(h));
+	h.magic = REPL_HELLO_MAGIC;
+	h.proto_min = REPL_PROTO_MIN;
+	h.proto_max = REPL_PROTO_MAX;
+	h.features = REPL_FEATURES_KNOWN;
+	put_name(h.cluster, cfg->cluster);
+	put_name(h.node, cfg->nodes[self].name);
+	put_name(h.volume, volume);
+	memcpy(h.nonce, c->nonce_me, sizeof(h.nonce));
+	send_small(c, b, repl_enc_hello(b, &h));
+}
+
+static void send_auth(struct rconn *c)
+{
+	uint8_t b[REPL_ENC_MAX];
+	struct repl_auth a;
+
+	hmac_for(c->r, c, c->dialer, c->r->cfg->nodes[c->r->self].name, a.mac);
+	send_small(c, b, repl_enc_auth(b, &a));
+}
+
+/* Sends the disk view of the change bitmap: every region that may differ. */
+static void send_bitmap(struct rconn *c)
+{
+	struct bm *bm = c->r->bm;
+	uint64_t nw = bm_words(bm), i = 0;
+	uint8_t b[16];
+
+	while (i < nw) {
+		uint64_t start, n = 0;
+		struct rmsg *m;
+		while (i < nw && bm_disk_word(bm, i) == 0)
+			i++;
+		if (i == nw)
+			break;
+		start = i;
+		while (i < nw && n < REPL_MAX_BITMAP_WORDS && bm_disk_word(bm, i) != 0) {
+			i++;
+			n++;
+		}
+		m = rmsg_new((uint32_t)(32 + n * 8));
+		if (!m) {
+			conn_fail(c, "out of memory");
+			return;
+		}
+		m->len = (uint32_t)repl_enc_bitmap(m->buf, start, (uint32_t)n);
+		for (uint64_t k = 0; k < n; k++) {
+			repl_put_word(m->buf + m->len, bm_disk_word(bm, start + k));
+			m->len += 8;
+		}
+		rmsg_send(c, m);
+	}
+	send_small(c, b, repl_enc_empty(b, REPL_BITMAP_END));
+	c->sent_bm = true;
+}
+
+static void fill_view(const struct repl_state *s, bool primary, struct gen_view *g)
+{
+	g->current = s->gen_current;
+	g->bitmap = s->gen_bitmap;
+	for (int i = 0; i < GEN_HISTORY; i++)
+		g->history[i] = s->gen_history[i];
+	g->primary = primary;
+	g->crashed_primary = s->flags & REPL_ST_CRASHED_PRIMARY;
+	g->has_bits = s->oos_bits != 0;
+	g->inconsistent = !(s->flags & REPL_ST_CONSISTENT);
+	g->unverified = !g->inconsistent && (s->flags & REPL_ST_UNVERIFIED);
+	g->outdated = !g->inconsistent && !g->unverified && !(s->flags & REPL_ST_UPTODATE);
+}
+
+/* Both STATEs and both bitmaps are known: decide what this connection is. */
+static void handshake_decide(struct rconn *c)
+{
+	struct repl *r = c->r;
+	struct repl_state me;
+	struct gen_view gm, gp;
+	struct gen_decision d;
+	bool me_first = strcmp(r->cfg->nodes[r->self].name, c->peer_node) < 0;
+
+	fill_state(r, &me);
+	/* The bitmap just merged is part of what this side knows to differ. */
+	me.oos_bits += bm_oos_count(r->bm);
+	fill_view(&me, r->v->role == VOL_PRIMARY, &gm);
+	fill_view(&c->pst, c->pst.role == REPL_ROLE_PRIMARY, &gp);
+	if (c->pst.size != r->v->size) {
+		conn_refuse(c, "volume sizes differ: %llu here, %llu on %s",
+			    (unsigned long long)r->v->size, (unsigned long long)c->pst.size,
+			    c->peer_node);
+		return;
+	}
+	if (c->pst.bm_granularity != bm_granularity(r->bm)) {
+		conn_refuse(c, "bitmap granularities differ: %u here, %u on %s",
+			    bm_granularity(r->bm), c->pst.bm_granularity, c->peer_node);
+		return;
+	}
+	if (gm.primary && gp.primary) {
+		r->split_brain = true;
+		conn_refuse(c, "split brain: both nodes are primary");
+		return;
+	}
+	d = gen_decide(&gm, &gp, me_first);
+	switch (d.verdict) {
+	case GEN_SPLIT_BRAIN:
+		r->split_brain = true;
+		conn_refuse(c,
+			    "split brain: both nodes wrote independently since generation "
+			    "%016llx; run `tandemctl invalidate %s` on the node whose changes are "
+			    "to be discarded",
+			    (unsigned long long)(sb(r)->gen_bitmap ? sb(r)->gen_bitmap
+								   : sb(r)->gen_history[0]),
+			    r->v->name);
+		return;
+	case GEN_UNRELATED:
+		conn_refuse(c,
+			    "unrelated data: generations %016llx here and %016llx on %s share no "
+			    "history",
+			    (unsigned long long)gm.current, (unsigned long long)gp.current,
+			    c->peer_node);
+		return;
+	case GEN_NO_DATA:
+		conn_refuse(c, "no consistent copy to resync from (the node with the newer data is "
+			       "inconsistent or neither has data)");
+		return;
+	case GEN_TARGET:
+		if (gm.primary) {
+			conn_refuse(c,
+				    "this primary would become sync target of %s; demote it first",
+				    c->peer_node);
+			return;
+		}
+		break;
+	case GEN_SOURCE:
+		if (gp.primary) {
+			conn_refuse(c, "primary %s would become sync target; demote it first",
+				    c->peer_node);
+			return;
+		}
+		break;
+	case GEN_EQUAL: break;
+	}
+	r->split_brain = false;
+	r->error[0] = '\0';
+	r->backoff_ms = RETRY_MIN_MS;
+	hs_set_stage(c, ST_RUN);
+	r->have_peer = true;
+	r->peer = c->pst;
+	r->features = c->features;
+	repl_set_cstate(r, RC_CONNECTED);
+	meta_send(r, c);
+	log_info("volume %s: connected to %s (generations %016llx / %016llx: %s%s)", r->v->name,
+		 c->peer_node, (unsigned long long)gm.current, (unsigned long long)gp.current,
+		 gen_verdict_name(d.verdict), d.full ? ", full sync" : "");
+	r->rs_done_bytes = r->rs_sent_bytes = r->rs_zero_bytes = r->rs_same_bytes = 0;
+	r->rate_t0 = ev_now(r->ev);
+	r->rate_b0 = 0;
+	r->rate_bps = 0;
+	r->rs_cursor = 0;
+	switch (d.verdict) {
+	case GEN_EQUAL:
+		bm_clear_all_oos(r->bm);
+		if (r->v->disk == VOL_OUTDATED || r->v->disk == VOL_CONSISTENT)
+			vol_set_disk(r->v, VOL_UPTODATE);
+		repl_set_rstate(r, RR_ESTABLISHED);
+		gen_rotate(r, c);
+		break;
+	case GEN_SOURCE:
+		/* The peer's copy is older than this one: nothing newer exists. */
+		if (r->v->disk == VOL_CONSISTENT)
+			vol_set_disk(r->v, VOL_UPTODATE);
+		if (d.full)
+			bm_set_all(r->bm);
+		bm_flush(r->bm, NULL);
+		r->rs_total = bm_oos_count(r->bm);
+		repl_set_rstate(r, RR_SYNCSOURCE);
+		r->peer.disk = VOL_INCONSISTENT;
+		ev_defer(r->ev, &r->rs_kick);
+		break;
+	case GEN_TARGET:
+		if (d.full)
+			bm_set_all(r->bm);
+		bm_flush(r->bm, NULL);
+		r->rs_total = bm_oos_count(r->bm);
+		vol_set_disk(r->v, VOL_INCONSISTENT);
+		c->target_fails = 0;
+		repl_set_rstate(r, RR_SYNCTARGET);
+		break;
+	default: break;
+	}
+	c->decided = r->rstate;
+	/* Tell the peer the state this side is in now. */
+	send_state(c);
+}
+
+int msg_hello(struct rconn *c, const struct repl_msg *m)
+{
+	return on_hello(c, &m->u.hello);
+}
+
+int msg_auth(struct rconn *c, const struct repl_msg *m)
+{
+	struct repl *r = c->r;
+	uint8_t mac[REPL_MAC_LEN];
+
+	hmac_for(r, c, !c->dialer, c->peer_node, mac);
+	if (CRYPTO_memcmp(mac, m->u.auth.mac, REPL_MAC_LEN) != 0) {
+		conn_refuse(c,
+			    "authentication failed: node %s does not know the cluster "
+			    "secret",
+			    c->peer_node);
+		return -1;
+	}
+	c->got_auth = true;
+	if (r->admin_down || r->shutting_down) {
+		conn_refuse(c, "volume %s is disconnected by its administrator", r->v->name);
+		return -1;
+	}
+	hs_set_stage(c, ST_STATE);
+	if (c->dialer)
+		send_auth(c);
+	/* The connection is authentic: it replaces an older one. */
+	if (r->conn && r->conn != c) {
+		struct rconn *old = r->conn;
+		log_info("volume %s: new connection from %s replaces the old one", r->v->name,
+			 c->peer_node);
+		conn_abort(old);
+	}
+	r->conn = c;
+	r->last_ping_ns = ev_now(r->ev);
+	send_state(c);
+	send_bitmap(c);
+	return 0;
+}
+
+/* The peer's STATE in the handshake: what handshake_decide decides on. */
+static int hs_state(struct rconn *c, const struct repl_msg *m)
+{
+	c->pst = m->u.state;
+	hs_set_stage(c, ST_BITMAP);
+	return 0;
+}
+
+/* A STATE once connected: the peer's role or disk changed. */
+static int run_state(struct rconn *c, const struct repl_msg *m)
+{
+	struct repl *r = c->r;
+	bool was_primary = r->peer.role == REPL_ROLE_PRIMARY;
+	bool peer_target = m->u.state.disk == VOL_INCONSISTENT;
+
+	/* The first STATE after the handshake shows what the peer decided:
+	 * both sides must have come to the same answer (they decide on
+	 * each other's earlier STATE, which a role change or a write in
+	 * between can make stale). Otherwise: start over. */
+	if (!c->checked_decision) {
+		c->checked_decision = true;
+		enum repl_rep_state mine = c->decided;
+		if ((mine == RR_SYNCTARGET && peer_target) ||
+		    (mine == RR_ESTABLISHED && peer_target) ||
+		    (mine == RR_SYNCSOURCE && !peer_target)) {
+			conn_fail(c,
+				  "%s came to another verdict in the handshake; "
+				  "starting over",
+				  c->peer_node);
+			return -1;
+		}
+	}
+	r->peer = m->u.state;
+	if (was_primary != (r->peer.role == REPL_ROLE_PRIMARY))
+		log_info("volume %s: %s is now %s", r->v->name, c->peer_node,
+			 r->peer.role == REPL_ROLE_PRIMARY ? "primary" : "secondary");
+	return 0;
+}
+
+/* STATE is accepted in two stages, with a different meaning in each. */
+int msg_state(struct rconn *c, const struct repl_msg *m)
+{
+	return c->hs_stage == ST_STATE ? hs_state(c, m) : run_state(c, m);
+}
+
+int msg_bitmap(struct rconn *c, const struct repl_msg *m)
+{
+	struct repl *r = c->r;
+	uint64_t w[REPL_MAX_BITMAP_WORDS];
+
+	for (uint32_t i = 0; i < m->u.bitmap.words; i++)
+		w[i] = repl_bitmap_word(m, i);
+	if (m->u.bitmap.start + m->u.bitmap.words > bm_words(r->bm)) {
+		conn_fail(c, "bitmap beyond the volume");
+		return -1;
+	}
+	bm_merge_words(r->bm, m->u.bitmap.start, w, m->u.bitmap.words);
+	return 0;
+}
+
+int msg_bitmap_end(struct rconn *c, const struct repl_msg *m)
+{
+	(void)m;
+	c->got_bm_end = true;
+	handshake_decide(c);
+	return conn_usable(c) ? 0 : -1;
+}
+
+static bool proto_ok(struct rconn *c, const struct repl_hello *h)
+{
+	if (h->proto_max >= REPL_PROTO_MIN && h->proto_min <= REPL_PROTO_MAX)
+		return true;
+	conn_refuse(c, "protocol versions %u-%u not supported (this node: %u-%u)", h->proto_min,
+		    h->proto_max, REPL_PROTO_MIN, REPL_PROTO_MAX);
+	return false;
+}
+
+static int on_hello(struct rconn *c, const struct repl_hello *h)
+{
+	c->features = h->features & REPL_FEATURES_KNOWN;
+	if (c->dialer) {
+		struct repl *r = c->r;
+		if (strcmp(h->cluster, r->cfg->cluster) || strcmp(h->node, peer_name(r)) ||
+		    strcmp(h->volume, r->v->name)) {
+			conn_refuse(c,
+				    "the node at %s is %s of cluster %s, volume %s; expected %s of "
+				    "cluster %s",
+				    "the replication address", h->node, h->cluster, h->volume,
+				    peer_name(r), r->cfg->cluster);
+			return -1;
+		}
+		if (!proto_ok(c, h))
+			return -1;
+		memcpy(c->nonce_peer, h->nonce, REPL_NONCE_LEN);
+		hs_set_stage(c, ST_AUTH);
+		return 0;
+	}
+	/* accepting side: find the volume */
+	{
+		struct repl_server *s = c->srv;
+		struct repl *r = NULL;
+		snprintf(c->peer_node, sizeof(c->peer_node), "%s", h->node);
+		if (strcmp(h->cluster, s->cfg->cluster)) {
+			conn_refuse(c, "foreign cluster '%s' (this is cluster '%s')", h->cluster,
+				    s->cfg->cluster);
+			return -1;
+		}
+		for (unsigned i = 0; i < s->nvols; i++)
+			if (s->vols[i]->repl && strcmp(s->vols[i]->name, h->volume) == 0)
+				r = s->vols[i]->repl;
+		if (!r) {
+			conn_refuse(c, "no replicated volume '%s' on node %s", h->volume,
+				    s->cfg->nodes[s->self].name);
+			return -1;
+		}
+		if (strcmp(h->node, peer_name(r))) {
+			conn_refuse(c, "node '%s' is not the peer of volume %s", h->node,
+				    h->volume);
+			return -1;
+		}
+		if (!proto_ok(c, h))
+			return -1;
+		if (r->admin_down || r->shutting_down) {
+			conn_refuse(c, "volume %s is disconnected on %s by its administrator",
+				    h->volume, s->cfg->nodes[s->self].name);
+			return -1;
+		}
+		/* Bound to the volume now (but it replaces r->conn only once
+		 * authenticated). */
+		list_del(&c->link);
+		c->in_srv = false;
+		s->nconns--;
+		c->r = r;
+		r->nbound++;
+		c->order = ++r->conn_order;
+		list_add(&r->bound, &c->link);
+		memcpy(c->nonce_peer, h->nonce, REPL_NONCE_LEN);
+		send_hello(c, r->v->name);
+		send_auth(c);
+		hs_set_stage(c, ST_AUTH);
+		return 0;
+	}
+}

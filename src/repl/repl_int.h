@@ -1,0 +1,286 @@
+/* The private header of src/repl: the structures every part of the
+ * replication engine shares, and the functions each file offers the others
+ * (grouped by the file that defines them). repl.h has the states,
+ * transitions and invariants; include/proto/repl.h the wire format.
+ * Never included outside src/repl. */
+#ifndef TANDEM_REPL_INT_H
+#define TANDEM_REPL_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "../bm/bitmap.h"
+#include "../common/bufpool.h"
+#include "../common/list.h"
+#include "../common/util.h"
+#include "../vol/vol.h"
+#include "repl.h"
+#include "repl_codec.h"
+#include "repl_gen.h"
+#include "rsctl.h"
+
+#define RX_BUF (64u * 1024u)
+#define NSLOTS 65536u               /* peer requests awaiting an ack, by seq */
+#define RS_MAX_RUN (1u << 20)       /* most bytes of consecutive marked regions in one run */
+#define RS_MIN_PIECE (4u << 10)     /* smallest resync request (the controller's floor) */
+#define RS_MAX_PIECE (1u << 20)     /* largest resync request */
+#define VFY_CHUNK (256u << 10)      /* verify compares digests of this much (or a region) */
+#define VFY_MAX_INFLIGHT (8u << 20) /* verify reads in flight at most */
+#define APPLY_MAX_BYTES (64u << 20) /* secondary: stop reading beyond this */
+#define RETRY_MIN_MS 200u
+#define RETRY_MAX_MS 2000u
+#define CLEAN_EVERY_NS (2ull * 1000000000ull)
+#define DRAIN_MAX_NS (2ull * 1000000000ull) /* an orderly disconnect waits this long at most */
+
+enum kind { K_FG = 1, K_RS, K_APPLY, K_CLEAN };
+
+enum hs_stage { ST_HELLO = 0, ST_AUTH, ST_STATE, ST_BITMAP, ST_RUN };
+
+struct rmsg {
+	struct net_tx tx;
+	struct rconn *c;
+	uint32_t len, cap;
+	uint8_t buf[];
+};
+
+struct rapply {
+	struct vol_io io;
+	struct rconn *c;
+	uint64_t seq;
+	uint16_t type;
+	uint8_t digest[REPL_DIGEST_LEN]; /* CSUM: the sender's */
+	struct list link;
+};
+
+/* Consecutive out-of-sync regions being copied, in pieces. Once every piece
+ * is done, the bits of its regions are cleared, except those spoiled: a piece
+ * there failed, went stale or was skipped, or a foreground write there
+ * failed on a node. */
+#define RUN_BITS (RS_MAX_RUN / 4096u)
+struct rsrun {
+	uint64_t off, len, next;         /* bytes; next: first byte not yet issued */
+	unsigned pending;                /* pieces in flight */
+	uint64_t spoiled[RUN_BITS / 64]; /* by region of the run */
+	struct list link;                /* repl.rs_runs */
+};
+
+/* A resync piece (run != NULL) or a verify request (run == NULL).
+ * Phases: READ (local read) -> CSUM (digest sent, verdict awaited) and/or
+ * DATA (RS_DATA or RS_ZERO sent, ack awaited). */
+enum rq_phase { RQ_READ = 0, RQ_CSUM, RQ_DATA };
+
+struct rsreq {
+	struct vol_io io;
+	struct repl *r;
+	struct rsrun *run;
+	uint8_t phase;
+	bool zero; /* all zero at the source: RS_ZERO, no payload */
+	int ares;  /* the peer's answer */
+	uint64_t sent_ns, acked_ns;
+	uint8_t digest[REPL_DIGEST_LEN];
+	struct list link; /* repl.rs_inflight */
+};
+
+enum vfy_state { VFY_NONE = 0, VFY_RUNNING, VFY_DONE, VFY_ABORTED };
+
+struct rconn {
+	struct net_conn net;
+	struct repl *r;          /* bound volume; NULL until HELLO on the accepting side */
+	struct repl_server *srv; /* accepting side */
+	bool dialer;
+	uint64_t features;      /* both sides know these */
+	enum hs_stage hs_stage; /* hs_set_stage only */
+	bool got_auth, sent_bm, got_bm_end, aborted, net_closed, in_srv, checked_decision;
+	enum repl_rep_state decided; /* what this side's handshake decided */
+	uint8_t sent_disk;           /* the disk state in the last STATE sent */
+	unsigned target_fails;       /* applies that failed while sync target (R10) */
+	uint8_t nonce_me[REPL_NONCE_LEN], nonce_peer[REPL_NONCE_LEN];
+	char peer_node[REPL_NAME_LEN];
+	struct repl_state pst;
+	struct repl_msg m;
+	bool have_hdr;
+	/* apply side */
+	struct list applying, apply_wait;
+	unsigned napply;
+	uint64_t apply_bytes;
+	struct rapply *rx_cur;
+	/* batched acks, sent at the end of the loop pass */
+	struct rmsg *ack;
+	uint32_t nack;
+	struct ev_deferred ack_flush, reap;
+	uint64_t last_rx_bytes, last_rx_ns;
+	uint64_t napplied, last_napplied; /* applies completed (R12) */
+	uint64_t born_ns; /* a handshake must be done within the peer timeout of this */
+	uint64_t order;   /* bound to its volume after every connection of a smaller one */
+	struct list link; /* in the server's list, then in repl.bound */
+};
+
+struct repl {
+	struct ev_loop *ev;
+	const struct cfg *cfg;
+	struct vol *v;
+	unsigned self, peer_ix;
+	bool dialer;
+	char secret[CFG_NAME_MAX * 2];
+	uint64_t timeout_ns;
+	struct bm *bm;
+	enum repl_conn_state cstate; /* repl_set_cstate only */
+	enum repl_rep_state rstate;  /* repl_set_rstate only */
+	bool admin_down, shutting_down;
+	struct rconn *conn;
+	/* dialing */
+	int dial_fd;
+	struct ev_op dial_op, cancel_op;
+	bool dialing;
+	struct ev_timer retry;
+	unsigned backoff_ms;
+	struct sockaddr_storage dial_sa;
+	socklen_t dial_salen;
+	/* what the peer said last */
+	bool have_peer;
+	struct repl_state peer;
+	char error[200];
+	bool split_brain;
+	/* write path */
+	uint64_t next_seq;
+	struct vol_io **slots;
+	struct list inflight, waiting;
+	/* resync (and verify: the same pump, window and requests) */
+	struct list rs_inflight; /* rsreq */
+	struct list rs_runs;     /* rsrun */
+	struct rsrun *rs_run;    /* pieces are being taken from this one */
+	unsigned rs_flushing;    /* RS_DONE flushes in flight */
+	uint64_t rs_bytes, rs_cursor, rs_total, rs_done_bytes;
+	uint64_t rs_sent_bytes, rs_zero_bytes, rs_same_bytes; /* this connection */
+	struct rsctl ctl;
+	struct ev_timer ctl_timer;
+	bool ctl_armed, csum;
+	uint64_t features; /* negotiated with the peer of this connection */
+	/* verify */
+	enum vfy_state vfy_state; /* verify_set_state only */
+	uint64_t vfy_cursor, vfy_done, vfy_ranges, vfy_bytes, vfy_t0, vfy_t1;
+	uint64_t *vfy_redo; /* offsets to compare again */
+	unsigned vfy_nredo, vfy_redo_cap;
+	uint64_t rate_t0, rate_b0, rate_bps;
+	uint64_t rs_cap;  /* resync-rate: bytes/s, 0 = auto */
+	double rs_tokens; /* token bucket for rs_cap */
+	uint64_t rs_tokens_ns;
+	uint64_t rs_hold_ns; /* no resync requests before this (the peer failed one) */
+	struct ev_deferred rs_kick, drop_kick;
+	/* keepalive and cleaner */
+	struct ev_timer tick;
+	uint64_t last_ping_ns, last_clean_ns, last_progress_ns, ping_cookie;
+	uint64_t *busy;
+	bool cleaning, clean_failed, demote_flushing;
+	unsigned clean_parts;
+	struct vol_io clean_local, clean_peer;
+	struct bm_waiter clean_w;
+	/* orderly disconnect (repl_disconnect on an in-sync primary): a FLUSH to
+	 * the peer first; what was written since it started is all that the peer
+	 * may lack once the connection is gone (R7) */
+	bool draining, drain_clean;
+	uint64_t drain_t0;
+	uint64_t *drain_touched; /* regions written since the drain began */
+	struct vol_io drain_flush;
+	unsigned nbound;     /* connections bound to this volume, alive or draining */
+	uint64_t conn_order; /* the last rconn.order given */
+	struct list bound;   /* ... all of them (rconn.link) */
+	struct bufpool pool; /* data buffers of resync and applied requests */
+	/* demotion: the peer has heard of it once its pong for this cookie is back */
+	uint64_t demote_cookie;
+};
+
+struct repl_server {
+	struct ev_loop *ev;
+	const struct cfg *cfg;
+	unsigned self;
+	struct net_listener lis;
+	struct vol *vols[CFG_MAX_VOLUMES];
+	unsigned nvols;
+	struct list conns; /* not yet bound to a volume */
+	unsigned nconns;
+	struct ev_timer sweep; /* drops connections that never say HELLO */
+	uint64_t timeout_ns;
+};
+
+/* Message handlers (msg_*, named in the message table in repl_conn.c):
+ * each returns 0 (go on reading), 1 (a payload follows: receive it directly
+ * into c->rx_cur) or -1 (the connection ends: stop reading). */
+
+/* repl.c: object life, generations and persistent state */
+const char *peer_name(const struct repl *r);
+bool overlap(uint64_t a, uint64_t al, uint64_t b, uint64_t bl);
+struct md_sb *sb(struct repl *r);
+void gen_branch(struct repl *r);
+void gen_rotate(struct repl *r, struct rconn *c);
+bool disk_consistent(enum vol_disk d);
+
+/* repl_state.c: the state machines: one writer each */
+void repl_set_rstate(struct repl *r, enum repl_rep_state s);
+void repl_set_cstate(struct repl *r, enum repl_conn_state s);
+void hs_set_stage(struct rconn *c, enum hs_stage s);
+void verify_set_state(struct repl *r, enum vfy_state s);
+
+/* repl_conn.c: connection life: messages out, receiving, peer loss, dialing,
+ * keepalive, the listener */
+struct rmsg *rmsg_new(uint32_t cap);
+bool conn_usable(const struct rconn *c);
+void rmsg_send(struct rconn *c, struct rmsg *m);
+void send_small(struct rconn *c, const uint8_t *buf, size_t len);
+void conn_abort(struct rconn *c);
+void dial_cb(struct ev_op *op, int res, uint32_t flags);
+void dial(struct ev_timer *t);
+void schedule_dial(struct repl *r);
+void tick(struct ev_timer *t);
+void conn_fail(struct rconn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Refuses the peer: tells it why (ERROR), then closes once that is sent. */
+void conn_refuse(struct rconn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* repl_hs.c: the handshake: HELLO, AUTH, STATE, BITMAP and the verdict */
+void send_state(struct rconn *c);
+void send_hello(struct rconn *c, const char *volume);
+int msg_hello(struct rconn *c, const struct repl_msg *m);
+int msg_auth(struct rconn *c, const struct repl_msg *m);
+int msg_state(struct rconn *c, const struct repl_msg *m);
+int msg_bitmap(struct rconn *c, const struct repl_msg *m);
+int msg_bitmap_end(struct rconn *c, const struct repl_msg *m);
+
+/* repl_write.c: the primary's write path and the lazy bitmap cleaner */
+void meta_send(struct repl *r, struct rconn *c);
+/* The volume attributes changed on this primary: sends them to the peer when
+ * connected (after every write sent before; a later FLUSH's ack means the
+ * peer stored them). Sent again whenever a connection is established. */
+void repl_meta_changed(struct repl *r);
+bool peer_ready(const struct repl *r);
+bool slot_take(struct repl *r, struct vol_io *io);
+void fg_put(struct repl *r, struct vol_io *io);
+void drop_kick_fn(struct ev_deferred *d);
+/* A write, trim, zero or flush of the volume (vol_submit, through the hook). */
+void repl_submit(struct repl *r, struct vol_io *io);
+int msg_ack(struct rconn *c, const struct repl_msg *m);
+bool peer_flush(struct repl *r, struct vol_io *io, void (*done)(struct vol_io *, int));
+void clean_start(struct repl *r);
+
+/* repl_apply.c: the secondary's apply path and its batched acks */
+void ack_flush_fn(struct ev_deferred *d);
+void data_rx_done(struct net_conn *nc, int err);
+int msg_data(struct rconn *c, const struct repl_msg *m);
+int msg_meta(struct rconn *c, const struct repl_msg *m);
+int msg_set_gen(struct rconn *c, const struct repl_msg *m);
+
+/* repl_sync.c: resync and verify, source and target */
+void digest_of(const void *buf, size_t len, uint8_t out[REPL_DIGEST_LEN]);
+void ctl_tick(struct ev_timer *t);
+void oos_mark(struct repl *r, uint64_t off, uint64_t len);
+void al_mark(struct repl *r);
+void rs_put(struct repl *r, struct rsreq *q);
+void rs_acked(struct repl *r, struct rsreq *q, int res);
+void rs_start_live(struct repl *r);
+void rs_kick_fn(struct ev_deferred *d);
+int msg_rs_done(struct rconn *c, const struct repl_msg *m);
+int msg_rs_start(struct rconn *c, const struct repl_msg *m);
+void rs_abort(struct repl *r);
+
+#endif
