@@ -47,7 +47,7 @@ static void ack_add(struct rconn *c, uint64_t seq, int res)
 	repl_enc_ack_entry(c->ack->buf + c->ack->len, seq, res);
 	c->ack->len += sizeof(struct repl_ack_entry);
 	c->nack++;
-	ev_defer(c->net.ev, &c->ack_flush);
+	ev_defer(c->peer.net.ev, &c->ack_flush);
 }
 
 static bool list_overlaps(struct list *l, struct rapply *a)
@@ -174,10 +174,9 @@ static void apply_done(struct vol_io *io, int res)
 	}
 	(void)pos;
 	(void)tmp;
-	if (c->net.rx_paused && c->apply_bytes < APPLY_MAX_BYTES / 2 && !c->aborted)
-		net_rx_resume(&c->net);
-	if (c->net_closed)
-		ev_defer(c->net.ev, &c->reap);
+	if (c->peer.net.rx_paused && c->apply_bytes < APPLY_MAX_BYTES / 2 && !c->aborted)
+		net_rx_resume(&c->peer.net);
+	net_peer_unref(&c->peer); /* apply_queue's reference: c may go now */
 }
 
 static void apply_start(struct rconn *c, struct rapply *a)
@@ -189,6 +188,7 @@ static void apply_start(struct rconn *c, struct rapply *a)
 static void apply_queue(struct rconn *c, struct rapply *a)
 {
 	c->napply++;
+	net_peer_ref(&c->peer);
 	if (apply_conflicts(c, a, &c->apply_wait)) {
 		list_add_tail(&c->apply_wait, &a->link);
 		return;
@@ -235,7 +235,7 @@ static struct rapply *apply_new(struct rconn *c, const struct repl_msg *m)
 
 void data_rx_done(struct net_conn *nc, int err)
 {
-	struct rconn *c = container_of(nc, struct rconn, net);
+	struct rconn *c = container_of(nc, struct rconn, peer.net);
 	struct rapply *a = c->rx_cur;
 
 	c->rx_cur = NULL;
@@ -288,7 +288,7 @@ int msg_data(struct rconn *c, const struct repl_msg *m)
 		c->apply_bytes += a->io.len;
 		apply_queue(c, a);
 		if (c->apply_bytes >= APPLY_MAX_BYTES)
-			net_rx_pause(&c->net);
+			net_rx_pause(&c->peer.net);
 		return 0;
 	}
 	if (m->data_len) {

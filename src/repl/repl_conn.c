@@ -38,7 +38,7 @@ struct rmsg *rmsg_new(uint32_t cap)
 
 bool conn_usable(const struct rconn *c)
 {
-	return c && !c->aborted && !c->net.closing && !c->net.closed;
+	return c && !c->aborted && !c->peer.net.closing && !c->peer.net.closed;
 }
 
 void rmsg_send(struct rconn *c, struct rmsg *m)
@@ -47,7 +47,7 @@ void rmsg_send(struct rconn *c, struct rmsg *m)
 	m->tx.iov[0].iov_len = m->len;
 	m->tx.iovcnt = 1;
 	m->tx.done = rmsg_done;
-	net_send(&c->net, &m->tx);
+	net_send(&c->peer.net, &m->tx);
 }
 
 void send_small(struct rconn *c, const uint8_t *buf, size_t len)
@@ -68,12 +68,11 @@ void send_small(struct rconn *c, const uint8_t *buf, size_t len)
 
 /* ---- connection life ---- */
 
-static void reap_fn(struct ev_deferred *d)
+/* net_peer: closed, and no apply holds the connection any more. */
+static void conn_release(struct net_peer *p)
 {
-	struct rconn *c = container_of(d, struct rconn, reap);
+	struct rconn *c = container_of(p, struct rconn, peer);
 
-	if (!c->net_closed || c->napply)
-		return;
 	if (c->rx_cur) { /* closed in the middle of a payload */
 		c->apply_bytes -= c->rx_cur->io.len;
 		bufpool_put(&c->r->pool, c->rx_cur->io.buf, c->rx_cur->io.len);
@@ -81,24 +80,36 @@ static void reap_fn(struct ev_deferred *d)
 		c->rx_cur = NULL;
 	}
 	list_del(&c->link);
-	if (c->in_srv)
-		c->srv->nconns--;
 	if (c->r)
 		c->r->nbound--;
-	ev_undefer(c->net.ev, &c->ack_flush);
+	ev_undefer(c->peer.net.ev, &c->ack_flush);
 	free(c->ack);
-	net_conn_destroy(&c->net);
 	free(c);
 }
 
+/* net_srv asks: shutdown (why NULL), or no HELLO within the peer timeout. */
+static void conn_kill(struct net_peer *p, const char *why)
+{
+	struct rconn *c = container_of(p, struct rconn, peer);
+
+	if (why && conn_usable(c))
+		log_info("replication: a connection that sent no HELLO within %.1f s is dropped",
+			 (double)c->srv->srv.hs_timeout_ns / 1e9);
+	conn_abort(c);
+}
+
+static const struct net_peer_ops rconn_peer_ops = {
+	.release = conn_release,
+	.kill = conn_kill,
+};
+
 static void on_closed(struct net_conn *nc)
 {
-	struct rconn *c = container_of(nc, struct rconn, net);
+	struct rconn *c = container_of(nc, struct rconn, peer.net);
 
-	c->net_closed = true;
 	if (c->r && c->r->conn == c)
 		conn_lost(c->r, "connection closed");
-	ev_defer(nc->ev, &c->reap);
+	net_peer_closed(&c->peer);
 }
 
 void conn_abort(struct rconn *c)
@@ -108,7 +119,7 @@ void conn_abort(struct rconn *c)
 	c->aborted = true;
 	if (c->r && c->r->conn == c)
 		conn_lost(c->r, NULL);
-	net_abort(&c->net);
+	net_abort(&c->peer.net);
 }
 
 void conn_fail(struct rconn *c, const char *fmt, ...)
@@ -157,7 +168,7 @@ void conn_refuse(struct rconn *c, const char *fmt, ...)
 	if (c->r && c->r->conn == c)
 		conn_lost(c->r, NULL);
 	c->aborted = true;
-	net_close(&c->net);
+	net_close(&c->peer.net);
 }
 
 static struct rconn *rconn_new(void)
@@ -324,7 +335,7 @@ static int handle_msg(struct rconn *c, const uint8_t *body)
 
 static void on_rx(struct net_conn *nc)
 {
-	struct rconn *c = container_of(nc, struct rconn, net);
+	struct rconn *c = container_of(nc, struct rconn, peer.net);
 
 	while (!c->aborted && !nc->closing) {
 		size_t avail = net_rx_avail(nc);
@@ -371,7 +382,7 @@ static void on_rx(struct net_conn *nc)
 
 static void on_eof(struct net_conn *nc)
 {
-	struct rconn *c = container_of(nc, struct rconn, net);
+	struct rconn *c = container_of(nc, struct rconn, peer.net);
 	conn_abort(c);
 }
 
@@ -476,9 +487,15 @@ void dial_cb(struct ev_op *op, int res, uint32_t flags)
 		return;
 	}
 	c = rconn_new();
-	if (!c || net_conn_init(&c->net, r->ev, r->dial_fd, RX_BUF, &rconn_ops)) {
-		free(c);
+	if (!c) {
 		close(r->dial_fd);
+		r->dial_fd = -1;
+		schedule_dial(r);
+		return;
+	}
+	if (net_peer_open(&c->peer, r->ev, NULL, r->dial_fd, NULL, RX_BUF, &rconn_ops,
+			  &rconn_peer_ops)) { /* it closed the fd */
+		free(c);
 		r->dial_fd = -1;
 		schedule_dial(r);
 		return;
@@ -490,7 +507,6 @@ void dial_cb(struct ev_op *op, int res, uint32_t flags)
 	list_add(&r->bound, &c->link);
 	c->dialer = true;
 	c->ack_flush.fn = ack_flush_fn;
-	c->reap.fn = reap_fn;
 	snprintf(c->peer_node, sizeof(c->peer_node), "%s", peer_name(r));
 	r->conn = c;
 	send_hello(c, r->v->name);
@@ -535,16 +551,16 @@ void tick(struct ev_timer *t)
 		/* R12: while this node does not read (its apply limit), the
 		 * peer's messages wait in the socket: progress is then its own
 		 * applies completing, and a stall is its own disk's. */
-		bool moved = c->net.bytes_in != c->last_rx_bytes ||
-			     (c->net.rx_paused && c->napplied != c->last_napplied);
+		bool moved = c->peer.net.bytes_in != c->last_rx_bytes ||
+			     (c->peer.net.rx_paused && c->napplied != c->last_napplied);
 		if (moved) {
-			c->last_rx_bytes = c->net.bytes_in;
+			c->last_rx_bytes = c->peer.net.bytes_in;
 			c->last_napplied = c->napplied;
 			c->last_rx_ns = now;
 		} else if (!c->last_rx_ns) {
 			c->last_rx_ns = now;
 		} else if (now - c->last_rx_ns > r->timeout_ns) {
-			if (c->net.rx_paused)
+			if (c->peer.net.rx_paused)
 				conn_fail(c,
 					  "no write of %s applied here for %.1f s (the local disk "
 					  "stalls)",
@@ -605,40 +621,19 @@ void tick(struct ev_timer *t)
 
 /* ---- the listener ---- */
 
-static void srv_sweep(struct ev_timer *t)
+static void srv_accept(struct net_srv *ns, int fd, const char *host)
 {
-	struct repl_server *s = container_of(t, struct repl_server, sweep);
-	struct list *pos, *tmp;
-	uint64_t now = ev_now(s->ev);
-
-	list_for_each_safe (pos, tmp, &s->conns) {
-		struct rconn *c = container_of(pos, struct rconn, link);
-		if (conn_usable(c) && now - c->born_ns > s->timeout_ns) {
-			log_info("replication: a connection that sent no HELLO within %.1f s is "
-				 "dropped",
-				 (double)s->timeout_ns / 1e9);
-			conn_abort(c);
-		}
-	}
-	ev_timer_arm(s->ev, &s->sweep, 1000000000ull);
-}
-
-static void srv_accept(struct net_listener *l, int fd)
-{
-	struct repl_server *s = container_of(l, struct repl_server, lis);
+	struct repl_server *s = container_of(ns, struct repl_server, srv);
 	struct rconn *c = rconn_new();
 
-	if (!c || net_conn_init(&c->net, s->ev, fd, RX_BUF, &rconn_ops)) {
-		free(c);
+	if (!c) {
 		close(fd);
 		return;
 	}
 	c->srv = s;
 	c->ack_flush.fn = ack_flush_fn;
-	c->reap.fn = reap_fn;
-	c->in_srv = true;
-	list_add(&s->conns, &c->link);
-	s->nconns++;
+	if (net_peer_open(&c->peer, s->ev, ns, fd, host, RX_BUF, &rconn_ops, &rconn_peer_ops))
+		free(c);
 }
 
 int repl_server_new(struct ev_loop *ev, const struct cfg *cfg, unsigned self, struct vol **vols,
@@ -654,32 +649,27 @@ int repl_server_new(struct ev_loop *ev, const struct cfg *cfg, unsigned self, st
 	s->self = self;
 	s->nvols = MIN(nvols, (unsigned)CFG_MAX_VOLUMES);
 	memcpy(s->vols, vols, s->nvols * sizeof(*vols));
-	list_init(&s->conns);
-	r = net_listen(&s->lis, ev, cfg->nodes[self].replication, srv_accept);
+	s->srv.name = "replication";
+	s->srv.hs_timeout_ns = (uint64_t)cfg->peer_timeout_ms * 1000000ull;
+	s->srv.may_use_reserve = true;
+	s->srv.on_accept = srv_accept;
+	r = net_srv_listen(&s->srv, ev, cfg->nodes[self].replication);
 	if (r) {
 		free(s);
 		return r;
 	}
-	s->timeout_ns = (uint64_t)cfg->peer_timeout_ms * 1000000ull;
-	s->sweep.fn = srv_sweep;
-	ev_timer_arm(ev, &s->sweep, 1000000000ull);
 	*out = s;
 	return 0;
 }
 
 void repl_server_shutdown(struct repl_server *s)
 {
-	struct list *pos, *tmp;
-
-	net_listener_close(&s->lis);
-	ev_timer_cancel(s->ev, &s->sweep);
-	list_for_each_safe (pos, tmp, &s->conns)
-		conn_abort(container_of(pos, struct rconn, link));
+	net_srv_shutdown(&s->srv); /* conn_kill: each unbound connection is cut */
 }
 
 unsigned repl_server_conns(const struct repl_server *s)
 {
-	return s->nconns;
+	return s->srv.npeers;
 }
 
 void repl_server_free(struct repl_server *s)

@@ -453,9 +453,8 @@ static int on_hello(struct rconn *c, const struct repl_hello *h)
 		}
 		/* Bound to the volume now (but it replaces r->conn only once
 		 * authenticated). */
-		list_del(&c->link);
-		c->in_srv = false;
-		s->nconns--;
+		net_peer_hs_done(&c->peer);
+		net_peer_detach(&c->peer);
 		c->r = r;
 		r->nbound++;
 		c->order = ++r->conn_order;

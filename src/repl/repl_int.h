@@ -15,6 +15,7 @@
 #include "../common/bufpool.h"
 #include "../common/list.h"
 #include "../common/util.h"
+#include "../net/peer.h"
 #include "../vol/vol.h"
 #include "repl.h"
 #include "repl_codec.h"
@@ -86,13 +87,13 @@ struct rsreq {
 enum vfy_state { VFY_NONE = 0, VFY_RUNNING, VFY_DONE, VFY_ABORTED };
 
 struct rconn {
-	struct net_conn net;
+	struct net_peer peer;    /* socket and life; each queued apply holds a reference */
 	struct repl *r;          /* bound volume; NULL until HELLO on the accepting side */
 	struct repl_server *srv; /* accepting side */
 	bool dialer;
 	uint64_t features;      /* both sides know these */
 	enum hs_stage hs_stage; /* hs_set_stage only */
-	bool got_auth, sent_bm, got_bm_end, aborted, net_closed, in_srv, checked_decision;
+	bool got_auth, sent_bm, got_bm_end, aborted, checked_decision;
 	enum repl_rep_state decided; /* what this side's handshake decided */
 	uint8_t sent_disk;           /* the disk state in the last STATE sent */
 	unsigned target_fails;       /* applies that failed while sync target (R10) */
@@ -109,7 +110,7 @@ struct rconn {
 	/* batched acks, sent at the end of the loop pass */
 	struct rmsg *ack;
 	uint32_t nack;
-	struct ev_deferred ack_flush, reap;
+	struct ev_deferred ack_flush;
 	uint64_t last_rx_bytes, last_rx_ns;
 	uint64_t napplied, last_napplied; /* applies completed (R12) */
 	uint64_t born_ns; /* a handshake must be done within the peer timeout of this */
@@ -196,13 +197,11 @@ struct repl_server {
 	struct ev_loop *ev;
 	const struct cfg *cfg;
 	unsigned self;
-	struct net_listener lis;
+	/* connections not yet bound to a volume; one that says no HELLO within
+	 * the peer timeout is dropped (the handshake timer of net_srv) */
+	struct net_srv srv;
 	struct vol *vols[CFG_MAX_VOLUMES];
 	unsigned nvols;
-	struct list conns; /* not yet bound to a volume */
-	unsigned nconns;
-	struct ev_timer sweep; /* drops connections that never say HELLO */
-	uint64_t timeout_ns;
 };
 
 /* Message handlers (msg_*, named in the message table in repl_conn.c):

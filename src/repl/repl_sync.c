@@ -196,7 +196,7 @@ static void rs_queue(struct repl *r, struct rsreq *q, size_t hdr_len)
 {
 	q->io.rep.tx.iov[0].iov_len = hdr_len;
 	q->sent_ns = ev_now(r->ev);
-	net_send_bulk(&r->conn->net, &q->io.rep.tx);
+	net_send_bulk(&r->conn->peer.net, &q->io.rep.tx);
 }
 
 /* Sends the piece's data (or RS_ZERO). */

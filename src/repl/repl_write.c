@@ -138,7 +138,7 @@ static void fg_send(struct repl *r, struct vol_io *io)
 		io->rep.tx.iovcnt = 2;
 	}
 	io->rep.tx.done = fg_tx_done;
-	net_send(&r->conn->net, &io->rep.tx);
+	net_send(&r->conn->peer.net, &io->rep.tx);
 	return;
 no_peer:
 	/* Cannot be sent on this connection (the request window is full, or a
@@ -206,7 +206,7 @@ static void fg_start(struct repl *r, struct vol_io *io)
 		if (q->phase != RQ_DATA)
 			q->io.rep.stale = true;
 		else if (r->conn)
-			net_bulk_pin(&r->conn->net, &q->io.rep.tx);
+			net_bulk_pin(&r->conn->peer.net, &q->io.rep.tx);
 	}
 
 	io->rep.bmw.cb = fg_bm_done;
