@@ -51,7 +51,8 @@ struct pair {
 	struct node n[2];
 	/* called on every event of either node (from inside the engine) */
 	void (*on_event)(struct pair *p, unsigned node, const char *json);
-	unsigned completions; /* writes completed so far (their order) */
+	unsigned completions;  /* writes completed so far (their order) */
+	struct rec_bs *hold_a; /* a's store, for hold_on_syncsource */
 };
 
 /* ---- the two nodes ---- */
@@ -756,6 +757,62 @@ static void test_write_overtakes_queued_resync(void **state)
 	pair_close(&p);
 }
 
+/* Stalls a's store as soon as a becomes sync source: its resync reads are
+ * then in flight when the foreground write comes. */
+static void hold_on_syncsource(struct pair *p, unsigned node, const char *json)
+{
+	if (node == NA && strstr(json, "\"event\":\"replication\"") &&
+	    strstr(json, "\"to\":\"syncsource\""))
+		p->hold_a->hold = true;
+}
+
+/* R4, the other half: a resync read that a foreground write overlaps while
+ * it is still reading is discarded, never sent: no resync data with the
+ * old bytes of that block goes out; b ends with the write's bytes. */
+static void test_write_discards_resync_read(void **state)
+{
+	struct pair p;
+	struct wio w0, w;
+	struct wmsg m[512];
+	unsigned n;
+	int wr_at = -1;
+	(void)state;
+
+	pair_open(&p);
+	pair_repl(&p);
+	submit_write(&p, NA, &w0, 64 * KIB, 16 * KIB, 0x11);
+	WAIT_FOR(&p, w0.done);
+	p.hold_a = rec_wrap(p.n[NA].v);
+	p.on_event = hold_on_syncsource;
+	pair_go(&p);
+	WAIT_FOR(&p, rec_find(p.hold_a, 0, 'S', BS_READ, UINT64_MAX) >= 0);
+	p.on_event = NULL;
+	assert_int_equal(rec_find(p.hold_a, 0, 'C', BS_READ, UINT64_MAX), -1);
+	submit_write(&p, NA, &w, 64 * KIB, 4 * KIB, 0x22);
+	WAIT_FOR(&p, count_type(a_conn(), REPL_WRITE) == 1);
+	rec_release(p.hold_a);
+	WAIT_FOR(&p, w.done && in_sync(&p));
+	assert_int_equal(w.res, 0);
+	n = wire(a_conn(), m, 512);
+	for (unsigned i = 0; i < n; i++) {
+		if (m[i].type == REPL_WRITE && m[i].off == 64 * KIB)
+			wr_at = (int)i;
+		if (m[i].type == REPL_RS_DATA && m[i].off <= 64 * KIB &&
+		    m[i].off + m[i].len > 64 * KIB) {
+			/* only a read made after the write may be sent */
+			assert_true(wr_at >= 0);
+			assert_int_equal(m[i].data[64 * KIB - m[i].off], 0x22);
+		}
+	}
+	assert_true(wr_at >= 0);
+	assert_bytes(&p, NB, 64 * KIB, 4 * KIB, 0x22);
+	assert_bytes(&p, NB, 68 * KIB, 12 * KIB, 0x11);
+	assert_same_data(&p);
+	free(w0.buf);
+	free(w.buf);
+	pair_close(&p);
+}
+
 /* R1, R7: the link dies with writes sent and not acknowledged. They
  * complete (on a's result), their regions are out of sync and a starts a
  * new generation; the reconnect resyncs them to b. */
@@ -815,6 +872,7 @@ int main(void)
 		cmocka_unit_test(test_handshake_fresh_peer_full_sync),
 		cmocka_unit_test(test_overlapping_writes_in_order),
 		cmocka_unit_test(test_write_overtakes_queued_resync),
+		cmocka_unit_test(test_write_discards_resync_read),
 		cmocka_unit_test(test_peer_loss_writes_in_flight),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
