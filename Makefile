@@ -64,6 +64,15 @@ $(B)/tests/%: $(B)/obj/tests/unit/%.o $(B)/libtandem.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -lcmocka -o $@
 
+# Engine tests drive src/repl and src/iscsi without sockets: the net stub is
+# linked before the library, so that no symbol of net.o is taken from it.
+ENGINE_UNIT := test_repl_engine test_iscsi_engine
+ENGINE_SUPPORT := $(B)/obj/tests/unit/support/net_stub.o
+$(ENGINE_UNIT:%=$(B)/tests/%): $(B)/tests/%: $(B)/obj/tests/unit/%.o $(ENGINE_SUPPORT) \
+		$(B)/libtandem.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -lcmocka -o $@
+
 unit: all $(UNIT_BIN)
 	@bash tests/run-unit.sh $(B)
 
@@ -146,4 +155,5 @@ install: all
 clean:
 	rm -rf build build-test-*.log
 
--include $(LIB_OBJ:.o=.d) $(wildcard $(B)/obj/*/*.d $(B)/obj/*/*/*.d build/fuzz/obj/*/*/*.d)
+-include $(LIB_OBJ:.o=.d) $(wildcard $(B)/obj/*/*.d $(B)/obj/*/*/*.d $(B)/obj/*/*/*/*.d \
+	build/fuzz/obj/*/*/*.d)

@@ -1,0 +1,879 @@
+/* The replication engine (src/repl) end to end inside one process: nodes a
+ * and b, each a real struct vol over a RAM data area ("ram:") with its
+ * metadata file in a mkdtemp directory under /dev/shm (RAM), and a real
+ * repl per node on one event loop. Their connection is the net stub
+ * (tests/unit/support/net_stub.c): what one side sends, the other receives,
+ * and a test can hold, plug or cut the link and read every byte that went.
+ * Generations are set in the superblocks before the engines start; the
+ * outcome is read through repl_get_status, the volumes and the stub's logs.
+ * Only the dial is a real (loopback) TCP connect: repl dials with socket()
+ * and an io_uring connect of its own, so a listening socket at b's address
+ * lets it complete; no byte goes through that socket. */
+#include "engine.h"
+
+#include <arpa/inet.h>
+#include <endian.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "../../include/proto/repl.h"
+#include "../../src/config/config.h"
+#include "../../src/md/md.h"
+#include "../../src/repl/repl.h"
+#include "support/net_stub.h"
+
+#define KIB 1024ull
+#define VOL_SIZE (4ull << 20)
+#define GRAN 4096u /* bitmap granularity: an activity-log extent is 256 KiB */
+#define NA 0
+#define NB 1
+#define WAIT_MS 5000ull
+
+struct pair;
+
+struct node {
+	struct pair *p;
+	unsigned ix;
+	struct vol *v;
+	struct repl_server *srv;
+	bool started;
+	char events[16384]; /* every vol_event fragment, one per line */
+	size_t elen;
+};
+
+struct pair {
+	struct ev_loop *ev;
+	struct cfg *cfg;
+	char *dir;
+	int target; /* listens at b's replication address: a's dials land here */
+	char addr_b[64];
+	unsigned seen; /* stub records already looked at by link_dials */
+	struct node n[2];
+	/* called on every event of either node (from inside the engine) */
+	void (*on_event)(struct pair *p, unsigned node, const char *json);
+	unsigned completions;  /* writes completed so far (their order) */
+	struct rec_bs *hold_a; /* a's store, for hold_on_syncsource */
+};
+
+/* ---- the two nodes ---- */
+
+static void event_cb(void *ctx, const char *json)
+{
+	struct node *n = ctx;
+	size_t k = strlen(json);
+
+	if (n->elen + k + 2 < sizeof(n->events)) {
+		memcpy(n->events + n->elen, json, k);
+		n->elen += k;
+		n->events[n->elen++] = '\n';
+		n->events[n->elen] = '\0';
+	}
+	if (n->p->on_event)
+		n->p->on_event(n->p, n->ix, json);
+}
+
+static int listen_loopback(unsigned *port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t sl = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+
+	assert_true(fd >= 0);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(fd, 16), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
+	*port = ntohs(sa.sin_port);
+	return fd;
+}
+
+/* Config, loop and both volumes (not yet replicated: pair_start does that),
+ * so that a test can set up their metadata first. */
+static void pair_open(struct pair *p)
+{
+	char text[2048], err[256], sub[512];
+	unsigned port;
+
+	memset(p, 0, sizeof(*p));
+	stub_reset(); /* what a failed test left (its teardown did not run) */
+	p->dir = eng_mkdtemp("repl-engine");
+	for (int i = 0; i < 2; i++) {
+		snprintf(sub, sizeof(sub), "%s/%c", p->dir, 'a' + i);
+		assert_int_equal(mkdir(sub, 0700), 0);
+	}
+	p->target = listen_loopback(&port);
+	snprintf(p->addr_b, sizeof(p->addr_b), "127.0.0.1:%u", port);
+	/* a's listener is the stub's: its port is never bound */
+	snprintf(text, sizeof(text),
+		 "[cluster]\nname = ut\nsecret = unit-secret\npeer-timeout = 10\n"
+		 "[node a]\nreplication = 127.0.0.1:1\ncontrol = %s/a.sock\ndata-dir = %s/a\n"
+		 "[node b]\nreplication = %s\ncontrol = %s/b.sock\ndata-dir = %s/b\n"
+		 "[volume vol0]\nsize = %llu\nnodes = a b\nreplication = sync\n"
+		 "bitmap-granularity = %u\ndisk.a = ram:\ndisk.b = ram:\n",
+		 p->dir, p->dir, p->addr_b, p->dir, p->dir, (unsigned long long)VOL_SIZE, GRAN);
+	if (cfg_parse_string(text, "unit", &p->cfg, err, sizeof(err)))
+		fail_msg("config: %s", err);
+	p->ev = ev_new(256);
+	assert_non_null(p->ev);
+	for (unsigned i = 0; i < 2; i++) {
+		struct node *n = &p->n[i];
+		n->p = p;
+		n->ix = i;
+		if (vol_open(p->ev, p->cfg, 0, i, &n->v, err, sizeof(err)))
+			fail_msg("vol_open: %s", err);
+		n->v->event_fn = event_cb;
+		n->v->event_ctx = n;
+	}
+}
+
+/* Replication objects and listeners of both nodes (not started). */
+static void pair_repl(struct pair *p)
+{
+	char err[256];
+
+	for (unsigned i = 0; i < 2; i++) {
+		struct node *n = &p->n[i];
+		if (repl_new(p->ev, p->cfg, 0, i, n->v, err, sizeof(err)))
+			fail_msg("repl_new: %s", err);
+		assert_int_equal(repl_server_new(p->ev, p->cfg, i, &n->v, 1, &n->srv), 0);
+	}
+}
+
+static void pair_go(struct pair *p)
+{
+	for (unsigned i = 0; i < 2; i++) {
+		repl_start(p->n[i].v->repl);
+		p->n[i].started = true;
+	}
+}
+
+/* A connection a dialed is accepted at b's address (the stub's listener of
+ * b's repl_server) and wired to it. */
+static void link_dials(struct pair *p)
+{
+	unsigned n = stub_nconns();
+
+	for (unsigned i = p->seen; i < n; i++) {
+		struct stub_conn *s = stub_conn_at(i);
+		int fd;
+		if (s->accepted || !s->c || s->peer || s->broken)
+			continue;
+		fd = accept4(p->target, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (fd < 0) {
+			assert_int_equal(errno, EAGAIN);
+			return; /* not in the accept queue yet: next pass */
+		}
+		assert_int_equal(stub_accept(p->addr_b, fd), 0);
+		assert_true(stub_nconns() > n);
+		stub_wire(s, stub_conn_at(stub_nconns() - 1));
+		p->seen = i + 1;
+	}
+	p->seen = stub_nconns();
+}
+
+static void pass(struct pair *p)
+{
+	assert_int_equal(ev_run_once(p->ev, 5 * ENG_MS), 0);
+	link_dials(p);
+}
+
+#define WAIT_FOR(p, cond)                                                    \
+	do {                                                                 \
+		uint64_t t0_ = now_ns();                                     \
+		while (!(cond)) {                                            \
+			if (now_ns() - t0_ > WAIT_MS * ENG_MS)               \
+				fail_msg("timed out waiting for %s", #cond); \
+			pass(p);                                             \
+		}                                                            \
+	} while (0)
+
+/* Runs the loop for about ms milliseconds (for what must NOT happen). */
+static void run_for(struct pair *p, uint64_t ms)
+{
+	uint64_t t0 = now_ns();
+	while (now_ns() - t0 < ms * ENG_MS)
+		pass(p);
+}
+
+static void pair_close(struct pair *p)
+{
+	uint64_t t0 = now_ns();
+
+	for (unsigned i = 0; i < 2; i++)
+		if (p->n[i].srv)
+			repl_server_shutdown(p->n[i].srv);
+	for (unsigned i = 0; i < 2; i++)
+		if (p->n[i].v->repl)
+			repl_shutdown(p->n[i].v->repl);
+	for (;;) {
+		bool idle = true;
+		for (unsigned i = 0; i < 2; i++) {
+			struct node *n = &p->n[i];
+			if ((n->v->repl && !repl_idle(n->v->repl)) ||
+			    (n->srv && repl_server_conns(n->srv)))
+				idle = false;
+		}
+		if (idle)
+			break;
+		assert_true(now_ns() - t0 < WAIT_MS * ENG_MS);
+		assert_int_equal(ev_run_once(p->ev, 5 * ENG_MS), 0);
+	}
+	assert_int_equal(ev_run_once(p->ev, 0), 0);
+	for (unsigned i = 0; i < 2; i++) {
+		repl_free(p->n[i].v->repl);
+		vol_close(p->n[i].v);
+		repl_server_free(p->n[i].srv);
+	}
+	assert_int_equal(ev_run_once(p->ev, 0), 0);
+	ev_free(p->ev);
+	stub_reset();
+	close(p->target);
+	cfg_free(p->cfg);
+	unit_rmtree(p->dir);
+	free(p->dir);
+}
+
+static struct repl_status status(const struct pair *p, unsigned i)
+{
+	struct repl_status st;
+	repl_get_status(p->n[i].v->repl, &st);
+	return st;
+}
+
+static struct md_sb *sbp(struct pair *p, unsigned i)
+{
+	return &p->n[i].v->md->sb;
+}
+
+static void set_gens(struct pair *p, unsigned i, uint64_t cur, uint64_t bm, uint64_t hist0)
+{
+	struct md_sb *sb = sbp(p, i);
+
+	sb->gen_current = cur;
+	sb->gen_bitmap = bm;
+	memset(sb->gen_history, 0, sizeof(sb->gen_history));
+	sb->gen_history[0] = hist0;
+	assert_int_equal(vol_md_write(p->n[i].v), 0);
+}
+
+/* The connection a dialed last (NULL if none alive). */
+static struct stub_conn *a_conn(void)
+{
+	for (unsigned i = stub_nconns(); i-- > 0;) {
+		struct stub_conn *s = stub_conn_at(i);
+		if (!s->accepted && s->c)
+			return s;
+	}
+	return NULL;
+}
+
+static bool connected(const struct pair *p, enum repl_rep_state ra, enum repl_rep_state rb)
+{
+	struct repl_status a = status(p, NA), b = status(p, NB);
+	return a.conn == RC_CONNECTED && b.conn == RC_CONNECTED && a.rep == ra && b.rep == rb;
+}
+
+static bool in_sync(const struct pair *p)
+{
+	char msg[256];
+	return connected(p, RR_ESTABLISHED, RR_ESTABLISHED) &&
+	       repl_in_sync(p->n[NA].v->repl, msg, sizeof(msg)) == 1 &&
+	       repl_in_sync(p->n[NB].v->repl, msg, sizeof(msg)) == 1;
+}
+
+/* ---- the wire ---- */
+
+struct wmsg {
+	uint16_t type;
+	uint64_t seq, off;
+	uint32_t len; /* WRITE, RS_DATA, RS_ZERO, TRIM, ZERO: the extent */
+	const uint8_t *data;
+};
+
+/* Splits what s sent into messages; returns how many (at most max). */
+static unsigned wire(const struct stub_conn *s, struct wmsg *out, unsigned max)
+{
+	size_t at = 0;
+	unsigned n = 0;
+
+	while (at + sizeof(struct repl_hdr) <= s->out_len && n < max) {
+		struct repl_hdr h;
+		struct wmsg *m = &out[n++];
+		memcpy(&h, s->out + at, sizeof(h));
+		assert_int_equal(le32toh(h.magic), REPL_HDR_MAGIC);
+		memset(m, 0, sizeof(*m));
+		m->type = le16toh(h.type);
+		at += sizeof(h);
+		if (m->type == REPL_WRITE || m->type == REPL_RS_DATA || m->type == REPL_RS_ZERO ||
+		    m->type == REPL_TRIM || m->type == REPL_ZERO) {
+			struct repl_io io;
+			memcpy(&io, s->out + at, sizeof(io));
+			m->seq = le64toh(io.seq);
+			m->off = le64toh(io.off);
+			m->len = le32toh(io.len);
+			m->data = s->out + at + sizeof(io);
+		}
+		at += le32toh(h.len);
+	}
+	return n;
+}
+
+static unsigned count_type(const struct stub_conn *s, uint16_t type)
+{
+	static struct wmsg m[8192];
+	unsigned n = wire(s, m, 8192), k = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		k += m[i].type == type;
+	return k;
+}
+
+/* ---- writes ---- */
+
+struct wio {
+	struct vol_io io;
+	struct pair *p;
+	int res, done;
+	unsigned order; /* 1 for the first write of the test to complete, ... */
+	uint8_t *buf;
+};
+
+static void wio_cb(struct vol_io *io, int res)
+{
+	struct wio *w = container_of(io, struct wio, io);
+	w->res = res;
+	w->done++;
+	w->order = ++w->p->completions;
+}
+
+static void submit_write(struct pair *p, unsigned i, struct wio *w, uint64_t off, uint64_t len,
+			 uint8_t fill)
+{
+	memset(w, 0, sizeof(*w));
+	w->p = p;
+	w->buf = aligned_alloc(4096, len);
+	assert_non_null(w->buf);
+	memset(w->buf, fill, len);
+	w->io.type = BS_WRITE;
+	w->io.off = off;
+	w->io.len = len;
+	w->io.buf = w->buf;
+	w->io.cb = wio_cb;
+	vol_submit(p->n[i].v, &w->io);
+}
+
+static void assert_bytes(struct pair *p, unsigned i, uint64_t off, uint64_t len, uint8_t want)
+{
+	uint8_t *buf = malloc(len);
+
+	assert_non_null(buf);
+	eng_read(p->ev, p->n[i].v, off, len, buf);
+	for (uint64_t k = 0; k < len; k++)
+		if (buf[k] != want)
+			fail_msg("node %c byte %llu: %02x, expected %02x", 'a' + i,
+				 (unsigned long long)(off + k), buf[k], want);
+	free(buf);
+}
+
+/* Both data areas hold the same bytes. */
+static void assert_same_data(struct pair *p)
+{
+	uint8_t *a = malloc(VOL_SIZE), *b = malloc(VOL_SIZE);
+
+	assert_non_null(a);
+	assert_non_null(b);
+	eng_read(p->ev, p->n[NA].v, 0, VOL_SIZE, a);
+	eng_read(p->ev, p->n[NB].v, 0, VOL_SIZE, b);
+	for (uint64_t k = 0; k < VOL_SIZE; k++)
+		if (a[k] != b[k])
+			fail_msg("data differs at byte %llu: %02x on a, %02x on b",
+				 (unsigned long long)k, a[k], b[k]);
+	free(a);
+	free(b);
+}
+
+/* ---- handshake outcomes ---- */
+
+/* Both created empty (generation 1): established without a sync, then the
+ * primary leaves the shared "empty" generation on both (SET_GEN). */
+static void test_handshake_created_empty(void **state)
+{
+	struct pair p;
+	struct repl_status a, b;
+	(void)state;
+
+	pair_open(&p);
+	assert_int_equal(sbp(&p, NA)->gen_current, 1);
+	assert_int_equal(sbp(&p, NB)->gen_current, 1);
+	pair_repl(&p);
+	pair_go(&p);
+	WAIT_FOR(&p,
+		 connected(&p, RR_ESTABLISHED, RR_ESTABLISHED) && sbp(&p, NB)->gen_current != 1);
+	a = status(&p, NA);
+	b = status(&p, NB);
+	assert_int_equal(a.gen_current, b.gen_current);
+	assert_true(a.gen_current > 1);
+	assert_int_equal(a.peer_role, 0);
+	assert_int_equal(b.peer_role, 1);
+	assert_int_equal(p.n[NA].v->disk, VOL_UPTODATE);
+	assert_int_equal(p.n[NB].v->disk, VOL_UPTODATE);
+	assert_int_equal(a.out_of_sync_bytes, 0);
+	assert_false(a.split_brain);
+	assert_int_equal(count_type(a_conn(), REPL_SET_GEN), 1);
+	assert_int_equal(count_type(a_conn(), REPL_RS_DATA) + count_type(a_conn(), REPL_RS_ZERO),
+			 0);
+	assert_int_equal(count_type(a_conn(), REPL_RS_DONE), 0);
+	WAIT_FOR(&p, in_sync(&p));
+	pair_close(&p);
+}
+
+/* Same generation, no bits: established; the secondary, started consistent
+ * (R9: not known up to date), becomes up to date; nothing is copied. */
+static void test_handshake_equal(void **state)
+{
+	struct pair p;
+	(void)state;
+
+	pair_open(&p);
+	set_gens(&p, NA, 0x1111, 0, 0);
+	set_gens(&p, NB, 0x1111, 0, 0);
+	vol_set_disk(p.n[NB].v, VOL_CONSISTENT);
+	pair_repl(&p);
+	pair_go(&p);
+	WAIT_FOR(&p, in_sync(&p));
+	assert_int_equal(p.n[NB].v->disk, VOL_UPTODATE);
+	assert_int_equal(status(&p, NA).gen_current, 0x1111);
+	assert_int_equal(status(&p, NB).gen_current, 0x1111);
+	assert_int_equal(count_type(a_conn(), REPL_SET_GEN), 0);
+	assert_int_equal(count_type(a_conn(), REPL_RS_DONE), 0);
+	assert_non_null(strstr(p.n[NA].events, "\"to\":\"established\""));
+	pair_close(&p);
+}
+
+/* a wrote without b since generation 1111 (bitmap 1111, current 2222):
+ * a is sync source, b sync target; RS_DONE gives b a's generation. */
+static void test_handshake_a_newer(void **state)
+{
+	struct pair p;
+	(void)state;
+
+	pair_open(&p);
+	set_gens(&p, NA, 0x2222, 0x1111, 0);
+	set_gens(&p, NB, 0x1111, 0, 0);
+	pair_repl(&p);
+	pair_go(&p);
+	WAIT_FOR(&p, in_sync(&p));
+	assert_non_null(strstr(p.n[NA].events, "\"from\":\"off\",\"to\":\"syncsource\""));
+	assert_non_null(strstr(p.n[NB].events, "\"from\":\"off\",\"to\":\"synctarget\""));
+	assert_null(strstr(p.n[NA].events, "synctarget"));
+	assert_int_equal(status(&p, NB).gen_current, 0x2222);
+	assert_int_equal(status(&p, NA).gen_bitmap, 0);
+	assert_int_equal(sbp(&p, NA)->gen_history[0], 0x1111);
+	assert_int_equal(sbp(&p, NB)->gen_history[0], 0x1111);
+	assert_int_equal(count_type(a_conn(), REPL_RS_DONE), 1);
+	assert_int_equal(p.n[NB].v->disk, VOL_UPTODATE);
+	pair_close(&p);
+}
+
+/* b newer, and primary (a demoted, b promoted through the admin calls): a,
+ * the dialer, becomes sync target. */
+static void test_handshake_b_newer(void **state)
+{
+	struct pair p;
+	char msg[256];
+	(void)state;
+
+	pair_open(&p);
+	set_gens(&p, NA, 0x1111, 0, 0);
+	set_gens(&p, NB, 0x3333, 0x1111, 0);
+	pair_repl(&p);
+	assert_int_equal(repl_demote(p.n[NA].v->repl, msg, sizeof(msg)), 0);
+	assert_int_equal(repl_promote(p.n[NB].v->repl, false, msg, sizeof(msg)), 0);
+	assert_int_equal(p.n[NA].v->role, VOL_SECONDARY);
+	assert_int_equal(p.n[NB].v->role, VOL_PRIMARY);
+	pair_go(&p);
+	WAIT_FOR(&p, in_sync(&p));
+	assert_non_null(strstr(p.n[NA].events, "\"from\":\"off\",\"to\":\"synctarget\""));
+	assert_non_null(strstr(p.n[NB].events, "\"from\":\"off\",\"to\":\"syncsource\""));
+	assert_non_null(strstr(p.n[NA].events, "\"to\":\"inconsistent\""));
+	assert_int_equal(status(&p, NA).gen_current, 0x3333);
+	assert_int_equal(p.n[NA].v->disk, VOL_UPTODATE);
+	assert_int_equal(status(&p, NA).peer_role, 1);
+	pair_close(&p);
+}
+
+static bool refused(const struct pair *p)
+{
+	return status(p, NA).error[0] && status(p, NB).error[0];
+}
+
+static void assert_refused(struct pair *p, const char *why, bool split)
+{
+	for (unsigned i = 0; i < 2; i++) {
+		struct repl_status st = status(p, i);
+		assert_true(unit_contains(st.error, why));
+		assert_int_equal(st.split_brain, split);
+		assert_int_not_equal(st.conn, RC_CONNECTED);
+		assert_int_equal(st.rep, RR_OFF);
+		assert_non_null(strstr(p->n[i].events, "\"event\":\"refused\""));
+	}
+	/* nothing was copied either way */
+	for (unsigned i = 0; i < stub_nconns(); i++) {
+		const struct stub_conn *s = stub_conn_at(i);
+		assert_int_equal(count_type(s, REPL_RS_DATA) + count_type(s, REPL_RS_ZERO) +
+					 count_type(s, REPL_WRITE),
+				 0);
+		assert_true(count_type(s, REPL_ERROR) <= 1);
+	}
+}
+
+/* Both wrote since 1111 (same bitmap, different currents): refused on both
+ * sides as split brain, no block touched, disks as they were. */
+static void test_handshake_split_brain(void **state)
+{
+	struct pair p;
+	(void)state;
+
+	pair_open(&p);
+	set_gens(&p, NA, 0x2222, 0x1111, 0);
+	set_gens(&p, NB, 0x3333, 0x1111, 0);
+	pair_repl(&p);
+	pair_go(&p);
+	WAIT_FOR(&p, refused(&p) && status(&p, NA).split_brain && status(&p, NB).split_brain);
+	assert_refused(&p, "split brain", true);
+	assert_int_equal(p.n[NA].v->disk, VOL_UPTODATE);
+	assert_int_equal(p.n[NB].v->disk, VOL_UPTODATE);
+	assert_int_equal(status(&p, NA).gen_current, 0x2222);
+	assert_int_equal(status(&p, NB).gen_current, 0x3333);
+	pair_close(&p);
+}
+
+/* No common history: refused as unrelated data (not split brain). */
+static void test_handshake_unrelated(void **state)
+{
+	struct pair p;
+	(void)state;
+
+	pair_open(&p);
+	set_gens(&p, NA, 0x2222, 0, 0x4444);
+	set_gens(&p, NB, 0x3333, 0, 0x5555);
+	pair_repl(&p);
+	pair_go(&p);
+	WAIT_FOR(&p, refused(&p));
+	assert_refused(&p, "unrelated data", false);
+	pair_close(&p);
+}
+
+/* Both primary: refused as split brain before generations are compared. */
+static void test_handshake_both_primary(void **state)
+{
+	struct pair p;
+	char msg[256];
+	(void)state;
+
+	pair_open(&p);
+	set_gens(&p, NA, 0x2222, 0, 0);
+	set_gens(&p, NB, 0x2222, 0, 0);
+	pair_repl(&p);
+	assert_int_equal(repl_promote(p.n[NB].v->repl, false, msg, sizeof(msg)), 0);
+	pair_go(&p);
+	WAIT_FOR(&p, refused(&p));
+	assert_refused(&p, "both nodes are primary", true);
+	pair_close(&p);
+}
+
+/* R8: a fresh peer (no data, generation 0, inconsistent) joining a node
+ * whose disk holds data no bitmap knows of gets a full sync: every byte. */
+static void test_handshake_fresh_peer_full_sync(void **state)
+{
+	struct pair p;
+	struct repl_status a;
+	uint8_t *pat = aligned_alloc(4096, 64 * KIB);
+	struct eng_read w;
+	(void)state;
+
+	assert_non_null(pat);
+	pair_open(&p);
+	/* a's disk has content of its own, written below the volume */
+	for (unsigned k = 0; k < 64 * KIB; k++)
+		pat[k] = (uint8_t)(k * 7 + 3);
+	memset(&w, 0, sizeof(w));
+	w.io.type = BS_WRITE;
+	w.io.off = 1024 * KIB;
+	w.io.len = 64 * KIB;
+	w.io.buf = pat;
+	w.io.cb = eng_read_cb;
+	bs_submit(p.n[NA].v->bs, &w.io);
+	while (!w.done)
+		assert_int_equal(ev_run_once(p.ev, 10 * ENG_MS), 0);
+	assert_int_equal(w.res, 0);
+	set_gens(&p, NA, 0x6666, 0, 0);
+	set_gens(&p, NB, 0, 0, 0);
+	vol_set_disk(p.n[NB].v, VOL_INCONSISTENT);
+	pair_repl(&p);
+	pair_go(&p);
+	WAIT_FOR(&p, in_sync(&p));
+	assert_non_null(strstr(p.n[NA].events, "\"to\":\"syncsource\""));
+	assert_non_null(strstr(p.n[NB].events, "\"to\":\"synctarget\""));
+	a = status(&p, NA);
+	/* the data as data, everything else as zero extents: the whole volume */
+	assert_true(a.resync_sent_bytes >= 64 * KIB);
+	assert_int_equal(a.resync_sent_bytes + a.resync_zero_bytes, VOL_SIZE);
+	assert_int_equal(status(&p, NB).gen_current, 0x6666);
+	assert_same_data(&p);
+	free(pat);
+	pair_close(&p);
+}
+
+/* ---- the write path ---- */
+
+static void connect_empty_pair(struct pair *p)
+{
+	pair_open(p);
+	pair_repl(p);
+	pair_go(p);
+	WAIT_FOR(p, in_sync(p) && sbp(p, NB)->gen_current != 1);
+}
+
+/* R3 and R5: two overlapping writes on the primary. The second waits until
+ * the first completed on both nodes; b receives and applies them in that
+ * order; both volumes end with the second's bytes where they overlap. */
+static void test_overlapping_writes_in_order(void **state)
+{
+	struct pair p;
+	struct wio w1, w2;
+	struct rec_bs *rb;
+	struct wmsg m[256];
+	unsigned n, first = 0, second = 0;
+	int s1, c1, s2;
+	(void)state;
+
+	connect_empty_pair(&p);
+	rb = rec_wrap(p.n[NB].v);
+	rb->hold = true; /* b's disk stalls: W1 stays in flight there */
+	submit_write(&p, NA, &w1, 0, 8 * KIB, 0xa1);
+	submit_write(&p, NA, &w2, 4 * KIB, 8 * KIB, 0xb2);
+	WAIT_FOR(&p, rec_find(rb, 0, 'S', BS_WRITE, 0) >= 0);
+	run_for(&p, 50);
+	assert_int_equal(count_type(a_conn(), REPL_WRITE), 1); /* W2 not sent: R3 */
+	assert_int_equal(w1.done + w2.done, 0);
+	assert_int_equal(rec_find(rb, 0, 'S', BS_WRITE, 4 * KIB), -1);
+	rec_release(rb);
+	WAIT_FOR(&p, w1.done && w2.done);
+	assert_int_equal(w1.res, 0);
+	assert_int_equal(w2.res, 0);
+	assert_int_equal(w1.order, 1);
+	assert_int_equal(w2.order, 2);
+	/* on the wire: W1, then W2 */
+	n = wire(a_conn(), m, 256);
+	for (unsigned i = 0; i < n; i++) {
+		if (m[i].type == REPL_WRITE && m[i].off == 0)
+			first = i + 1;
+		if (m[i].type == REPL_WRITE && m[i].off == 4 * KIB)
+			second = i + 1;
+	}
+	assert_true(first && second && first < second);
+	/* on b's disk: W1 issued and completed before W2 was issued */
+	s1 = rec_find(rb, 0, 'S', BS_WRITE, 0);
+	c1 = rec_find(rb, 0, 'C', BS_WRITE, 0);
+	s2 = rec_find(rb, 0, 'S', BS_WRITE, 4 * KIB);
+	assert_true(s1 >= 0 && c1 > s1 && s2 > c1);
+	assert_int_equal(rb->ops[s1].first, 0xa1);
+	assert_int_equal(rb->ops[s2].first, 0xb2);
+	for (unsigned i = 0; i < 2; i++) {
+		assert_bytes(&p, i, 0, 4 * KIB, 0xa1);
+		assert_bytes(&p, i, 4 * KIB, 8 * KIB, 0xb2);
+	}
+	assert_same_data(&p);
+	free(w1.buf);
+	free(w2.buf);
+	pair_close(&p);
+}
+
+/* Plugs a's link as soon as a becomes sync source: its resync data then
+ * waits in the background queue, as behind a full socket. */
+static void plug_on_syncsource(struct pair *p, unsigned node, const char *json)
+{
+	(void)p;
+	if (node == NA && strstr(json, "\"event\":\"replication\"") &&
+	    strstr(json, "\"to\":\"syncsource\""))
+		stub_plug(a_conn(), true);
+}
+
+/* R4: a foreground write to a block whose resync data is already queued
+ * goes after that data on the wire (not before it, as foreground output
+ * otherwise overtakes background output); b ends with the write's bytes. */
+static void test_write_overtakes_queued_resync(void **state)
+{
+	struct pair p;
+	struct wio w0, w;
+	struct wmsg m[512];
+	struct rec_bs *rb;
+	unsigned n;
+	int rs_at = -1, wr_at = -1;
+	int s_rs, s_wr;
+	(void)state;
+
+	pair_open(&p);
+	pair_repl(&p);
+	/* a writes 16 KiB at 64 KiB while alone: a new generation, bits set */
+	submit_write(&p, NA, &w0, 64 * KIB, 16 * KIB, 0x11);
+	WAIT_FOR(&p, w0.done);
+	assert_int_equal(w0.res, 0);
+	assert_true(status(&p, NA).out_of_sync_bytes >= 16 * KIB);
+	rb = rec_wrap(p.n[NB].v);
+	p.on_event = plug_on_syncsource;
+	pair_go(&p);
+	WAIT_FOR(&p, a_conn() && a_conn()->plugged && stub_queued(a_conn(), true) > 0);
+	/* the write comes while the resync data of its block waits */
+	submit_write(&p, NA, &w, 64 * KIB, 4 * KIB, 0x22);
+	run_for(&p, 20);
+	p.on_event = NULL;
+	stub_plug(a_conn(), false);
+	WAIT_FOR(&p, w.done && in_sync(&p));
+	assert_int_equal(w.res, 0);
+	n = wire(a_conn(), m, 512);
+	for (unsigned i = 0; i < n; i++) {
+		if (m[i].type == REPL_RS_DATA && m[i].off <= 64 * KIB &&
+		    m[i].off + m[i].len > 64 * KIB && rs_at < 0)
+			rs_at = (int)i;
+		if (m[i].type == REPL_WRITE && m[i].off == 64 * KIB)
+			wr_at = (int)i;
+	}
+	assert_true(rs_at >= 0);
+	assert_true(wr_at >= 0);
+	assert_true(rs_at < wr_at);
+	assert_int_equal(m[rs_at].data[0], 0x11);
+	/* b applied the resync data first, then the write */
+	s_rs = rec_find(rb, 0, 'S', BS_WRITE, m[rs_at].off);
+	s_wr = rec_find(rb, (unsigned)s_rs + 1, 'S', BS_WRITE, 64 * KIB);
+	assert_true(s_rs >= 0 && s_wr > s_rs);
+	assert_int_equal(rb->ops[s_wr].first, 0x22);
+	assert_bytes(&p, NB, 64 * KIB, 4 * KIB, 0x22);
+	assert_bytes(&p, NB, 68 * KIB, 12 * KIB, 0x11);
+	assert_same_data(&p);
+	free(w0.buf);
+	free(w.buf);
+	pair_close(&p);
+}
+
+/* Stalls a's store as soon as a becomes sync source: its resync reads are
+ * then in flight when the foreground write comes. */
+static void hold_on_syncsource(struct pair *p, unsigned node, const char *json)
+{
+	if (node == NA && strstr(json, "\"event\":\"replication\"") &&
+	    strstr(json, "\"to\":\"syncsource\""))
+		p->hold_a->hold = true;
+}
+
+/* R4, the other half: a resync read that a foreground write overlaps while
+ * it is still reading is discarded, never sent: no resync data with the
+ * old bytes of that block goes out; b ends with the write's bytes. */
+static void test_write_discards_resync_read(void **state)
+{
+	struct pair p;
+	struct wio w0, w;
+	struct wmsg m[512];
+	unsigned n;
+	int wr_at = -1;
+	(void)state;
+
+	pair_open(&p);
+	pair_repl(&p);
+	submit_write(&p, NA, &w0, 64 * KIB, 16 * KIB, 0x11);
+	WAIT_FOR(&p, w0.done);
+	p.hold_a = rec_wrap(p.n[NA].v);
+	p.on_event = hold_on_syncsource;
+	pair_go(&p);
+	WAIT_FOR(&p, rec_find(p.hold_a, 0, 'S', BS_READ, UINT64_MAX) >= 0);
+	p.on_event = NULL;
+	assert_int_equal(rec_find(p.hold_a, 0, 'C', BS_READ, UINT64_MAX), -1);
+	submit_write(&p, NA, &w, 64 * KIB, 4 * KIB, 0x22);
+	WAIT_FOR(&p, count_type(a_conn(), REPL_WRITE) == 1);
+	rec_release(p.hold_a);
+	WAIT_FOR(&p, w.done && in_sync(&p));
+	assert_int_equal(w.res, 0);
+	n = wire(a_conn(), m, 512);
+	for (unsigned i = 0; i < n; i++) {
+		if (m[i].type == REPL_WRITE && m[i].off == 64 * KIB)
+			wr_at = (int)i;
+		if (m[i].type == REPL_RS_DATA && m[i].off <= 64 * KIB &&
+		    m[i].off + m[i].len > 64 * KIB) {
+			/* only a read made after the write may be sent */
+			assert_true(wr_at >= 0);
+			assert_int_equal(m[i].data[64 * KIB - m[i].off], 0x22);
+		}
+	}
+	assert_true(wr_at >= 0);
+	assert_bytes(&p, NB, 64 * KIB, 4 * KIB, 0x22);
+	assert_bytes(&p, NB, 68 * KIB, 12 * KIB, 0x11);
+	assert_same_data(&p);
+	free(w0.buf);
+	free(w.buf);
+	pair_close(&p);
+}
+
+/* R1, R7: the link dies with writes sent and not acknowledged. They
+ * complete (on a's result), their regions are out of sync and a starts a
+ * new generation; the reconnect resyncs them to b. */
+static void test_peer_loss_writes_in_flight(void **state)
+{
+	struct pair p;
+	struct wio w1, w2;
+	struct stub_conn *old;
+	struct repl_status a;
+	uint64_t gen;
+	(void)state;
+
+	connect_empty_pair(&p);
+	gen = status(&p, NA).gen_current;
+	old = a_conn();
+	stub_hold_rx(old->peer, true); /* b receives nothing more */
+	submit_write(&p, NA, &w1, 0, 8 * KIB, 0x31);
+	submit_write(&p, NA, &w2, 1024 * KIB, 8 * KIB, 0x32);
+	WAIT_FOR(&p, count_type(old, REPL_WRITE) == 2);
+	run_for(&p, 30);
+	assert_int_equal(w1.done + w2.done, 0); /* waiting for b (R1) */
+	stub_break(old, -ECONNRESET);
+	WAIT_FOR(&p, w1.done && w2.done);
+	assert_int_equal(w1.res, 0);
+	assert_int_equal(w2.res, 0);
+	a = status(&p, NA);
+	assert_int_not_equal(a.conn, RC_CONNECTED);
+	assert_int_equal(a.rep, RR_OFF);
+	assert_true(a.out_of_sync_bytes >= 16 * KIB);
+	assert_int_equal(a.gen_bitmap, gen); /* gen_branch (R7) */
+	assert_int_not_equal(a.gen_current, gen);
+	WAIT_FOR(&p, p.n[NB].v->disk == VOL_OUTDATED || a_conn() != old);
+	/* a redials; the marked regions are copied */
+	WAIT_FOR(&p, a_conn() != old && in_sync(&p));
+	assert_true(count_type(a_conn(), REPL_RS_DATA) >= 2);
+	assert_int_equal(status(&p, NA).out_of_sync_bytes, 0);
+	assert_int_equal(status(&p, NB).out_of_sync_bytes, 0);
+	assert_int_equal(status(&p, NB).gen_current, status(&p, NA).gen_current);
+	assert_bytes(&p, NB, 0, 8 * KIB, 0x31);
+	assert_bytes(&p, NB, 1024 * KIB, 8 * KIB, 0x32);
+	assert_same_data(&p);
+	free(w1.buf);
+	free(w2.buf);
+	pair_close(&p);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_handshake_created_empty),
+		cmocka_unit_test(test_handshake_equal),
+		cmocka_unit_test(test_handshake_a_newer),
+		cmocka_unit_test(test_handshake_b_newer),
+		cmocka_unit_test(test_handshake_split_brain),
+		cmocka_unit_test(test_handshake_unrelated),
+		cmocka_unit_test(test_handshake_both_primary),
+		cmocka_unit_test(test_handshake_fresh_peer_full_sync),
+		cmocka_unit_test(test_overlapping_writes_in_order),
+		cmocka_unit_test(test_write_overtakes_queued_resync),
+		cmocka_unit_test(test_write_discards_resync_read),
+		cmocka_unit_test(test_peer_loss_writes_in_flight),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
