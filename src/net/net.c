@@ -605,3 +605,59 @@ void net_conn_destroy(struct net_conn *c)
 	c->rxbuf = NULL;
 	c->tx_iov = NULL;
 }
+
+/* ---- dialing ---- */
+
+static void dial_complete(struct ev_op *op, int res, uint32_t flags)
+{
+	struct net_dial *d = container_of(op, struct net_dial, op);
+	int fd = d->fd;
+	(void)flags;
+
+	d->busy = false;
+	d->fd = -1;
+	if (res < 0) {
+		close(fd);
+		d->done(d, res);
+		return;
+	}
+	d->done(d, fd);
+}
+
+static void dial_cancelled(struct ev_op *op, int res, uint32_t flags)
+{
+	(void)op;
+	(void)res;
+	(void)flags;
+}
+
+int net_dial(struct net_dial *d, struct ev_loop *ev, const struct sockaddr *sa, socklen_t salen,
+	     void (*done)(struct net_dial *d, int fd_or_err))
+{
+	int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -errno;
+	d->ev = ev;
+	d->fd = fd;
+	d->busy = true;
+	d->done = done;
+	d->op.cb = dial_complete;
+	io_uring_prep_connect(ev_sqe(ev, &d->op), fd, sa, salen);
+	return 0;
+}
+
+void net_dial_cancel(struct net_dial *d)
+{
+	if (!d->busy)
+		return;
+	d->cancel_op.cb = dial_cancelled;
+	io_uring_prep_cancel(ev_sqe(d->ev, &d->cancel_op), &d->op, 0);
+}
+
+void net_dial_close(struct net_dial *d)
+{
+	if (d->fd >= 0)
+		close(d->fd);
+	d->fd = -1;
+}

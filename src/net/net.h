@@ -63,6 +63,26 @@ struct net_tx {
 	void (*done)(struct net_tx *tx, int err);
 };
 
+/* An outgoing TCP connection on the loop. done runs once, from a completion,
+ * with the connected socket (the caller owns it) or -errno; never inside
+ * net_dial itself. */
+struct net_dial {
+	struct ev_loop *ev;
+	struct ev_op op, cancel_op;
+	int fd;    /* the socket while connecting, else -1 */
+	bool busy; /* started, done not yet run */
+	void (*done)(struct net_dial *d, int fd_or_err);
+};
+/* 0 when started (done follows), or -errno (done never runs). */
+int net_dial(struct net_dial *d, struct ev_loop *ev, const struct sockaddr *sa, socklen_t salen,
+	     void (*done)(struct net_dial *d, int fd_or_err));
+/* Ends a connect in progress early; done still runs (with -ECANCELED, or
+ * with the socket if it was already connected). */
+void net_dial_cancel(struct net_dial *d);
+/* Before the owner goes: closes a socket still connecting. Only when done
+ * can no longer run (the loop is being torn down). */
+void net_dial_close(struct net_dial *d);
+
 struct net_conn;
 struct net_conn_ops {
 	/* New bytes in the receive buffer: consume them with net_rx_peek/consume,

@@ -102,8 +102,7 @@ int repl_new(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned se
 	snprintf(r->secret, sizeof(r->secret), "%s", cfg->secret);
 	r->timeout_ns = (uint64_t)cfg->peer_timeout_ms * 1000000ull;
 	r->rs_cap = cv->resync_rate;
-	r->dial_fd = -1;
-	r->dial_op.cb = dial_cb;
+	r->dial.fd = -1;
 	r->retry.fn = dial;
 	r->tick.fn = tick;
 	r->rs_kick.fn = rs_kick_fn;
@@ -199,21 +198,11 @@ void repl_start(struct repl *r)
 	ev_timer_arm(r->ev, &r->retry, 0);
 }
 
-static void cancel_cb(struct ev_op *op, int res, uint32_t flags)
-{
-	(void)op;
-	(void)res;
-	(void)flags;
-}
-
 void repl_shutdown(struct repl *r)
 {
 	r->shutting_down = true;
 	ev_timer_cancel(r->ev, &r->retry);
-	if (r->dialing) {
-		r->cancel_op.cb = cancel_cb;
-		io_uring_prep_cancel(ev_sqe(r->ev, &r->cancel_op), &r->dial_op, 0);
-	}
+	net_dial_cancel(&r->dial);
 	{
 		struct list *pos, *tmp;
 		list_for_each_safe (pos, tmp, &r->bound)
@@ -224,7 +213,7 @@ void repl_shutdown(struct repl *r)
 
 bool repl_idle(const struct repl *r)
 {
-	return !r->conn && !r->nbound && !r->dialing && list_empty(&r->inflight) &&
+	return !r->conn && !r->nbound && !r->dial.busy && list_empty(&r->inflight) &&
 	       list_empty(&r->waiting) && list_empty(&r->rs_inflight) && !r->rs_flushing &&
 	       !r->cleaning && !bm_busy(r->bm);
 }
@@ -238,8 +227,7 @@ void repl_free(struct repl *r)
 	ev_timer_cancel(r->ev, &r->ctl_timer);
 	ev_undefer(r->ev, &r->rs_kick);
 	ev_undefer(r->ev, &r->drop_kick);
-	if (r->dial_fd >= 0)
-		close(r->dial_fd);
+	net_dial_close(&r->dial);
 	/* The AL may only be emptied once the data it covers is durable; a
 	 * bitmap that could not be written keeps the metadata unclean (V4). */
 	if (r->v->bs->ops->sync(r->v->bs) < 0 || bm_sync(r->bm)) {

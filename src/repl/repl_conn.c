@@ -470,37 +470,32 @@ static void conn_lost(struct repl *r, const char *why)
 
 /* ---- dialing ---- */
 
-void dial_cb(struct ev_op *op, int res, uint32_t flags)
+void dial_cb(struct net_dial *d, int fd)
 {
-	struct repl *r = container_of(op, struct repl, dial_op);
+	struct repl *r = container_of(d, struct repl, dial);
 	struct rconn *c;
-	(void)flags;
 
-	r->dialing = false;
-	if (res < 0 || r->admin_down || r->shutting_down || r->conn) {
-		if (res < 0)
+	if (fd < 0 || r->admin_down || r->shutting_down || r->conn) {
+		if (fd < 0)
 			log_debug("volume %s: connect to %s: %s", r->v->name, peer_name(r),
-				  strerror(-res));
-		close(r->dial_fd);
-		r->dial_fd = -1;
+				  strerror(-fd));
+		else
+			close(fd);
 		schedule_dial(r);
 		return;
 	}
 	c = rconn_new();
 	if (!c) {
-		close(r->dial_fd);
-		r->dial_fd = -1;
+		close(fd);
 		schedule_dial(r);
 		return;
 	}
-	if (net_peer_open(&c->peer, r->ev, NULL, r->dial_fd, NULL, RX_BUF, &rconn_ops,
+	if (net_peer_open(&c->peer, r->ev, NULL, fd, NULL, RX_BUF, &rconn_ops,
 			  &rconn_peer_ops)) { /* it closed the fd */
 		free(c);
-		r->dial_fd = -1;
 		schedule_dial(r);
 		return;
 	}
-	r->dial_fd = -1;
 	c->r = r;
 	r->nbound++;
 	c->order = ++r->conn_order;
@@ -515,24 +510,16 @@ void dial_cb(struct ev_op *op, int res, uint32_t flags)
 void dial(struct ev_timer *t)
 {
 	struct repl *r = container_of(t, struct repl, retry);
-	int fd;
 
-	if (r->dialing || r->conn || r->admin_down || r->shutting_down || !r->dialer)
+	if (r->dial.busy || r->conn || r->admin_down || r->shutting_down || !r->dialer)
 		return;
-	fd = socket(r->dial_sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
+	if (net_dial(&r->dial, r->ev, (struct sockaddr *)&r->dial_sa, r->dial_salen, dial_cb))
 		schedule_dial(r);
-		return;
-	}
-	r->dial_fd = fd;
-	r->dialing = true;
-	io_uring_prep_connect(ev_sqe(r->ev, &r->dial_op), fd, (struct sockaddr *)&r->dial_sa,
-			      r->dial_salen);
 }
 
 void schedule_dial(struct repl *r)
 {
-	if (!r->dialer || r->admin_down || r->shutting_down || r->dialing || r->conn)
+	if (!r->dialer || r->admin_down || r->shutting_down || r->dial.busy || r->conn)
 		return;
 	ev_timer_arm(r->ev, &r->retry, (uint64_t)r->backoff_ms * 1000000ull);
 	r->backoff_ms = MIN(r->backoff_ms * 2, RETRY_MAX_MS);

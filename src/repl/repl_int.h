@@ -132,9 +132,7 @@ struct repl {
 	bool admin_down, shutting_down;
 	struct rconn *conn;
 	/* dialing */
-	int dial_fd;
-	struct ev_op dial_op, cancel_op;
-	bool dialing;
+	struct net_dial dial; /* dial.busy: a connect is in progress */
 	struct ev_timer retry;
 	unsigned backoff_ms;
 	struct sockaddr_storage dial_sa;
@@ -229,7 +227,7 @@ bool conn_usable(const struct rconn *c);
 void rmsg_send(struct rconn *c, struct rmsg *m);
 void send_small(struct rconn *c, const uint8_t *buf, size_t len);
 void conn_abort(struct rconn *c);
-void dial_cb(struct ev_op *op, int res, uint32_t flags);
+void dial_cb(struct net_dial *d, int fd);
 void dial(struct ev_timer *t);
 void schedule_dial(struct repl *r);
 void tick(struct ev_timer *t);
