@@ -87,7 +87,10 @@ _cleanup()
 {
 	local rc=$? p i
 	set +e
-	trap - EXIT TERM INT
+	# timeout(1) signals the test and then its whole process group: a second
+	# SIGTERM must not cut the cleanup short (daemons left, $T left).
+	trap - EXIT
+	trap '' TERM INT
 	for p in "${PIDS[@]}"; do
 		alive "$p" && kill -TERM "$p" 2>/dev/null
 	done

@@ -277,6 +277,7 @@ _show_logs()
 	local rc=$? n
 	set +e
 	trap - EXIT
+	trap '' TERM INT # as in _cleanup
 	for n in a b; do
 		if [ -s "$T/$n.log" ] && grep -qE 'AddressSanitizer|runtime error:|LeakSanitizer' "$T/$n.log"; then
 			echo "FAIL: sanitizer report in the log of $n" >&2
