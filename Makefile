@@ -79,8 +79,9 @@ unit: all $(UNIT_BIN)
 integration: all
 	@bash tests/run-integration.sh $(B)
 
-# Binaries and unit tests are built in parallel, then the tests run one after
-# the other (integration tests start daemons on fixed ports).
+# Binaries and unit tests are built in parallel, then the unit tests, then
+# the integration tests (tests/run-integration.sh runs those two at a time:
+# TANDEM_TEST_JOBS).
 NPROC := $(shell nproc 2>/dev/null || echo 1)
 build-tests: all $(UNIT_BIN)
 test-one:

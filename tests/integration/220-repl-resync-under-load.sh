@@ -13,6 +13,9 @@
 # completes (wait-sync within 60 s); both data areas end equal byte for
 # byte. Prints IOPS (a alone, during the resync, after it), p99 and max
 # latency and when the worst one was, and the resync's rate.
+# Alone (tests/run-integration.sh): no request may take 1 s, which another
+# test's disk and CPU load beside it could make happen.
+# tandem-test: serial
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 # shellcheck source=lib2.sh

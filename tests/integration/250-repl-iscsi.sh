@@ -46,18 +46,10 @@ INIT=iqn.2026-12.test:init
 
 write_config2 "$T/c.ini"
 # each node's iSCSI portal goes into its own [node X] section, after its nbd
-# line; the port must differ from the five write_config2 drew
+# line (free_port: a port distinct from the five write_config2 drew)
 declare -A ISCP=()
 for n in a b; do
-	for ((i = 0; i < 20; i++)); do
-		p=$(free_port)
-		case " ${NBDP[a]} ${NBDP[b]} ${REPP[a]} ${REPP[b]} $PROXY_PORT ${ISCP[a]:-} " in
-		*" $p "*) continue ;;
-		esac
-		ISCP[$n]=$p
-		break
-	done
-	[ -n "${ISCP[$n]:-}" ] || fail "no free port for the iSCSI portal of $n"
+	ISCP[$n]=$(free_port)
 	sed -i "s|^nbd = 127.0.0.1:${NBDP[$n]}\$|&\niscsi = 127.0.0.1:${ISCP[$n]}|" "$CFG"
 done
 [ "$(grep -c '^iscsi = ' "$CFG")" -eq 2 ] || { cat "$CFG" >&2; fail "iscsi lines not in the config"; }

@@ -87,7 +87,10 @@ _cleanup()
 {
 	local rc=$? p i
 	set +e
-	trap - EXIT TERM INT
+	# timeout(1) signals the test and then its whole process group: a second
+	# SIGTERM must not cut the cleanup short (daemons left, $T left).
+	trap - EXIT
+	trap '' TERM INT
 	for p in "${PIDS[@]}"; do
 		alive "$p" && kill -TERM "$p" 2>/dev/null
 	done
@@ -107,6 +110,7 @@ _cleanup()
 		echo "--- tail of $T/a.log ---" >&2
 		tail -n 40 "$T/a.log" >&2
 	fi
+	_release_ports
 	rm -rf "$T"
 	exit "$rc"
 }
@@ -115,13 +119,62 @@ trap _cleanup EXIT
 trap 'exit 143' TERM
 trap 'exit 130' INT
 
+# free_port: a loopback TCP port nobody listens on, claimed for this test
+# until it exits. Tests run side by side (tests/run-integration.sh), and a
+# port is unbound between free_port and the daemon's bind, and again while a
+# killed node is down: so every port drawn is recorded in PORT_DIR with the
+# pid of the test's shell, and no other live test gets it (nor does this one,
+# twice). Ports come from below the kernel's ephemeral range, where no
+# client's connect() lands on them either.
+PORT_DIR=${TANDEM_PORT_DIR:-${TMPDIR:-/tmp}/tandem-it-ports}
 free_port()
 {
-	python3 -c 'import socket
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])
-s.close()'
+	python3 - "$PORT_DIR" "$$" <<'EOF'
+import errno, fcntl, os, random, socket, sys
+d, owner = sys.argv[1], sys.argv[2]
+os.makedirs(d, exist_ok=True)
+lock = os.open(os.path.join(d, ".lock"), os.O_RDWR | os.O_CREAT, 0o666)
+fcntl.flock(lock, fcntl.LOCK_EX)
+lo, hi = map(int, open("/proc/sys/net/ipv4/ip_local_port_range").read().split())
+ports = range(10000, lo) if lo - 10000 >= 2000 else range(lo, hi + 1)
+def claimed(port):
+    try:
+        with open(os.path.join(d, str(port))) as f:
+            pid = f.read().strip()
+    except FileNotFoundError:
+        return False
+    # a test killed before its cleanup leaves its claims behind
+    return pid.isdigit() and os.path.exists("/proc/" + pid)
+def bindable(port):
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+        return True
+    except OSError as e:
+        if e.errno in (errno.EADDRINUSE, errno.EACCES):
+            return False
+        raise
+    finally:
+        s.close()
+for _ in range(1000):
+    port = random.choice(ports)
+    if not claimed(port) and bindable(port):
+        with open(os.path.join(d, str(port)), "w") as f:
+            f.write(owner + "\n")
+        print(port)
+        sys.exit(0)
+sys.exit("free_port: no free port found in 1000 tries")
+EOF
+}
+
+# Gives back the ports this test claimed (at exit).
+_release_ports()
+{
+	local f
+	for f in "$PORT_DIR"/[0-9]*; do
+		[ -e "$f" ] && [ "$(cat "$f" 2>/dev/null)" = "$$" ] && rm -f "$f"
+	done
+	return 0
 }
 
 # write_config FILE [LINE...]: a one-node cluster on free ports; the extra
