@@ -3,7 +3,8 @@
 
 Reads the ```state-writers block of docs/ARCHITECTURE.md: one line per state
 field, `FILE FIELD SETTER`, where FILE is a path under src/ (or a glob),
-FIELD the member name and SETTER the one function allowed to assign it.
+FIELD the member name (or `ptr->member` for a name that other structs use
+too, checked where the owner's pointer has that name) and SETTER the one function allowed to assign it.
 Then checks, in every C file under src/:
   - an assignment to FIELD (`->FIELD =` or `.FIELD =`, also `+=` and the
     like) appears only inside SETTER, in FILE;
@@ -61,7 +62,10 @@ def main():
     for pat, field, setter in rules:
         by_member.setdefault(field, []).append((pat, setter))
     for field, owners in sorted(by_member.items()):
-        assign = re.compile(r"(?:->|\.)%s\s*(?:[-+|&^]|<<|>>)?=(?!=)" % re.escape(field))
+        # `ptr->member`: a member name other structs use too (a wire
+        # struct's `disk`), checked where the state's owner is named `ptr`.
+        lhs = (r"\b" + re.escape(field)) if "->" in field else r"(?:->|\.)" + re.escape(field)
+        assign = re.compile(lhs + r"\s*(?:[-+|&^]|<<|>>)?=(?!=)")
         for path in files:
             for fn, n, line in functions(path):
                 code = line.split("//", 1)[0]

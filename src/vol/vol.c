@@ -63,16 +63,27 @@ void vol_event(struct vol *v, const char *what, const char *from, const char *to
 	v->event_fn(v->event_ctx, buf);
 }
 
-void vol_set_role(struct vol *v, enum vol_role role)
+/* The one writer of v->role. opening: vol_open sets the role it read from
+ * the metadata ("(open) -> X" in vol.h): no event, nothing to check. */
+static void set_role(struct vol *v, enum vol_role role, bool opening)
 {
 	static const bool legal[VOL_PRIMARY + 1][VOL_PRIMARY + 1] = {
 		[VOL_SECONDARY] = { [VOL_PRIMARY] = true },
 		[VOL_PRIMARY] = { [VOL_SECONDARY] = true },
 	};
 
+	if ((unsigned)role > VOL_PRIMARY) {
+		log_err("volume %s: no role %d", v->name, (int)role);
+		assert(!"no such role");
+		return;
+	}
+	if (opening) {
+		v->role = role;
+		return;
+	}
 	if (v->role == role)
 		return;
-	if ((unsigned)role > VOL_PRIMARY || !legal[v->role][role]) {
+	if (!legal[v->role][role]) {
 		/* a bug of this node: stops a debug build, refused in release */
 		log_err("volume %s: illegal role transition %s -> %s", v->name,
 			vol_role_name(v->role), vol_role_name(role));
@@ -84,12 +95,45 @@ void vol_set_role(struct vol *v, enum vol_role role)
 	v->role = role;
 }
 
-void vol_set_disk(struct vol *v, enum vol_disk d)
+void vol_set_role(struct vol *v, enum vol_role role)
 {
+	set_role(v, role, false);
+}
+
+/* The one writer of v->disk; the table is the disk transitions of vol.h and
+ * repl.h. opening: vol_open sets the state it read from the metadata. */
+static void set_disk(struct vol *v, enum vol_disk d, bool opening)
+{
+	static const bool legal[VOL_DISK_MAX + 1][VOL_DISK_MAX + 1] = {
+		[VOL_UPTODATE] = { [VOL_OUTDATED] = true, [VOL_INCONSISTENT] = true,
+				   [VOL_FAILED] = true },
+		[VOL_OUTDATED] = { [VOL_UPTODATE] = true, [VOL_INCONSISTENT] = true,
+				   [VOL_FAILED] = true },
+		[VOL_CONSISTENT] = { [VOL_UPTODATE] = true, [VOL_INCONSISTENT] = true,
+				     [VOL_FAILED] = true },
+		[VOL_INCONSISTENT] = { [VOL_UPTODATE] = true, [VOL_FAILED] = true },
+		[VOL_FAILED] = { [VOL_INCONSISTENT] = true },
+		/* VOL_DISKLESS is never entered on a running node */
+	};
 	uint32_t f;
 
+	if ((unsigned)d > VOL_DISK_MAX) {
+		log_err("volume %s: no disk state %d", v->name, (int)d);
+		assert(!"no such disk state");
+		return;
+	}
+	if (opening) {
+		v->disk = d;
+		return;
+	}
 	if (v->disk == d || (v->md_failed && v->disk == VOL_FAILED))
 		return; /* V4: a disk whose metadata failed stays failed */
+	if (!legal[v->disk][d]) {
+		log_err("volume %s: illegal disk transition %s -> %s", v->name,
+			vol_disk_name(v->disk), vol_disk_name(d));
+		assert(!"illegal disk transition");
+		return;
+	}
 	log_warn("volume %s: disk %s -> %s", v->name, vol_disk_name(v->disk), vol_disk_name(d));
 	vol_event(v, "disk", vol_disk_name(v->disk), vol_disk_name(d), NULL);
 	v->disk = d;
@@ -112,6 +156,11 @@ void vol_set_disk(struct vol *v, enum vol_disk d)
 		v->md->sb.flags = f;
 		vol_md_write(v);
 	}
+}
+
+void vol_set_disk(struct vol *v, enum vol_disk d)
+{
+	set_disk(v, d, false);
 }
 
 static void submit(struct vol *v, struct vol_io *io, uint64_t again);
@@ -560,25 +609,28 @@ int vol_open(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned ni
 	memset(v->zero_buf, 0, ZERO_CHUNK);
 	{
 		uint32_t f = v->md->sb.flags;
+		enum vol_disk d;
 		if ((f & TANDEM_MD_F_FAILED) || (cv->nnodes == 1 && !(f & TANDEM_MD_F_UPTODATE)))
-			v->disk = VOL_FAILED;
+			d = VOL_FAILED;
 		else if ((f & TANDEM_MD_F_UPTODATE) && cv->nnodes > 1 && !v->md->created)
-			v->disk = VOL_CONSISTENT; /* R9: until a connect says more */
+			d = VOL_CONSISTENT; /* R9: until a connect says more */
 		else if (f & TANDEM_MD_F_UPTODATE)
-			v->disk = VOL_UPTODATE;
+			d = VOL_UPTODATE;
 		else if (f & TANDEM_MD_F_CONSISTENT)
-			v->disk = VOL_OUTDATED;
+			d = VOL_OUTDATED;
 		else
-			v->disk = VOL_INCONSISTENT;
+			d = VOL_INCONSISTENT;
+		set_disk(v, d, true);
 	}
 	/* A single-node volume is always primary on its node. A replicated one
 	 * starts primary only when just created on its first node: after a
 	 * restart the peer may have been promoted meanwhile, so an operator (or
 	 * the witness) decides. */
 	if (cv->nnodes == 1)
-		v->role = VOL_PRIMARY;
+		set_role(v, VOL_PRIMARY, true);
 	else
-		v->role = (v->md->created && cv->nodes[0] == ni) ? VOL_PRIMARY : VOL_SECONDARY;
+		set_role(v, (v->md->created && cv->nodes[0] == ni) ? VOL_PRIMARY : VOL_SECONDARY,
+			 true);
 	/* Remembered before this open clears it: a primary that crashed. */
 	v->crashed = !(v->md->sb.flags & TANDEM_MD_F_CLEAN) && !v->md->created;
 	v->crashed_primary = v->crashed && (v->md->sb.flags & TANDEM_MD_F_PRIMARY);

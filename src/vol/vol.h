@@ -2,15 +2,23 @@
  * Owns: the data store (src/bs), the metadata (src/md), role and disk state.
  * Never: speaks a front-end protocol; never blocks the loop on I/O.
  *
- * States (SPEC.md): role primary|secondary; disk uptodate|inconsistent|
- * outdated|diskless|failed. Transitions written here so far:
- *   disk   uptodate -> failed       [vol_io_done: the store returned EIO]
+ * States (SPEC.md): role primary|secondary; disk uptodate|consistent|
+ * inconsistent|outdated|diskless|failed. Transitions (the tables of set_role
+ * and set_disk in vol.c, the one writers of v->role and v->disk):
+ *   disk   (open) -> any            [vol_open: the state in the metadata]
+ *          any but failed -> failed [vol_io_done: the store returned EIO;
+ *                                    a metadata write failed (V4)]
+ *          failed -> inconsistent   [a sync target's start, invalidate: a
+ *                                    store error only; V4 keeps a disk whose
+ *                                    metadata failed failed]
  *   role   (open) -> primary        [vol_open: single-node volume]
  *   role   (open) -> secondary      [vol_open: another node is first primary]
  *   role   secondary -> primary     [vol_set_role from repl_promote]
  *          primary -> secondary     [vol_set_role from repl_demote]
- * (repl.h has the disk transitions of a replicated volume; every change after
- * vol_open goes through vol_set_disk and vol_set_role.)
+ * (repl.h has the disk transitions of a replicated volume: uptodate ->
+ * outdated, outdated|consistent -> uptodate, any -> inconsistent,
+ * inconsistent -> uptodate; every change after vol_open goes through
+ * vol_set_disk and vol_set_role.)
  * Invariants:
  *   V1. Only a primary with a disk that is not failed accepts I/O
  *       (vol_submit fails everything else with -EROFS / -EIO).
