@@ -105,11 +105,14 @@ void vol_set_role(struct vol *v, enum vol_role role)
 static void set_disk(struct vol *v, enum vol_disk d, bool opening)
 {
 	static const bool legal[VOL_DISK_MAX + 1][VOL_DISK_MAX + 1] = {
-		[VOL_UPTODATE] = { [VOL_OUTDATED] = true, [VOL_INCONSISTENT] = true,
+		[VOL_UPTODATE] = { [VOL_OUTDATED] = true,
+				   [VOL_INCONSISTENT] = true,
 				   [VOL_FAILED] = true },
-		[VOL_OUTDATED] = { [VOL_UPTODATE] = true, [VOL_INCONSISTENT] = true,
+		[VOL_OUTDATED] = { [VOL_UPTODATE] = true,
+				   [VOL_INCONSISTENT] = true,
 				   [VOL_FAILED] = true },
-		[VOL_CONSISTENT] = { [VOL_UPTODATE] = true, [VOL_INCONSISTENT] = true,
+		[VOL_CONSISTENT] = { [VOL_UPTODATE] = true,
+				     [VOL_INCONSISTENT] = true,
 				     [VOL_FAILED] = true },
 		[VOL_INCONSISTENT] = { [VOL_UPTODATE] = true, [VOL_FAILED] = true },
 		[VOL_FAILED] = { [VOL_INCONSISTENT] = true },
