@@ -6,6 +6,7 @@
 #
 #   bench/nbd.sh                 3 rounds of 8 s per job and server
 #   RUNS=5 RUNTIME=15 bench/nbd.sh
+#   JOBS="randread-4k-qd32" SERVERS="tandem_direct fio_direct" bench/nbd.sh
 #
 # Tandem runs twice: cache=writeback (page cache, as nbdkit and qemu-nbd use by
 # default) and cache=none (O_DIRECT). Ratios compare like with like:
@@ -75,8 +76,9 @@ wait_port "$P" disk
 # shellcheck disable=SC2034 # read through ${!u} in run_job
 URI_qemu_nbd=nbd://127.0.0.1:$P/disk
 
-SERVERS=(tandem_wb tandem_direct nbdkit qemu_nbd fio_buffered fio_direct)
-JOBS=(randread-4k-qd1 randread-4k-qd32 randwrite-4k-qd1 randwrite-4k-qd32 seqread-1m-qd8 seqwrite-1m-qd8)
+read -ra SERVERS <<< "${SERVERS:-tandem_wb tandem_direct nbdkit qemu_nbd fio_buffered fio_direct}"
+# JOBS="job ..." runs a subset (names as below); SERVERS likewise.
+read -ra JOBS <<< "${JOBS:-randread-4k-qd1 randread-4k-qd32 randwrite-4k-qd1 randwrite-4k-qd32 seqread-1m-qd8 seqwrite-1m-qd8}"
 
 job_args() {
 	case $1 in
