@@ -76,10 +76,26 @@ static void vol_meta_hook(void *ctx)
 	repl_meta_changed(ctx);
 }
 
+static int vol_peer_role_hook(void *ctx)
+{
+	const struct repl *r = ctx;
+
+	if (!r->have_peer || r->cstate != RC_CONNECTED)
+		return -1;
+	return r->peer.role == REPL_ROLE_PRIMARY ? VOL_PRIMARY : VOL_SECONDARY;
+}
+
+static int vol_switchover_hook(void *ctx, char *msg, size_t len)
+{
+	return repl_switchover(ctx, NULL, msg, len);
+}
+
 /* What the volume calls (vol.h): it never includes this component. */
 static const struct vol_repl_ops repl_vol_ops = {
 	.submit = vol_submit_hook,
 	.meta_changed = vol_meta_hook,
+	.peer_role = vol_peer_role_hook,
+	.switchover = vol_switchover_hook,
 };
 
 int repl_new(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned self, struct vol *v,

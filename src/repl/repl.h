@@ -147,6 +147,10 @@ int repl_demote(struct repl *r, char *msg, size_t len);
 int repl_connect(struct repl *r, char *msg, size_t len);
 int repl_disconnect(struct repl *r, char *msg, size_t len);
 int repl_invalidate(struct repl *r, char *msg, size_t len);
+/* A planned switchover: makes node `to` (NULL: the one that is not primary
+ * now) primary; the primary demotes first (R11), then the other promotes.
+ * Polled like the others: -EAGAIN while under way. */
+int repl_switchover(struct repl *r, const char *to, char *msg, size_t len);
 /* Starts an online verify: this node reads, the peer compares digests;
  * differing ranges are reported and marked, then resynced from this node. */
 int repl_verify(struct repl *r, char *msg, size_t len);

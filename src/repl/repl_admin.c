@@ -338,3 +338,10 @@ void repl_get_status(const struct repl *r, struct repl_status *st)
 	st->gen_current = r->v->md->sb.gen_current;
 	st->gen_bitmap = r->v->md->sb.gen_bitmap;
 }
+
+int repl_switchover(struct repl *r, const char *to, char *msg, size_t len)
+{
+	(void)to;
+	snprintf(msg, len, "volume %s: switchover is not available yet", r->v->name);
+	return -EOPNOTSUPP;
+}

@@ -277,6 +277,20 @@ int vol_meta_store(struct vol *v, const uint8_t *buf, size_t len)
 	return 0;
 }
 
+int vol_peer_role(const struct vol *v)
+{
+	return v->repl_ops ? v->repl_ops->peer_role(v->repl_ctx) : -1;
+}
+
+int vol_switchover(struct vol *v, char *msg, size_t len)
+{
+	if (!v->repl_ops) {
+		snprintf(msg, len, "volume %s is not replicated", v->name);
+		return -EOPNOTSUPP;
+	}
+	return v->repl_ops->switchover(v->repl_ctx, msg, len);
+}
+
 int vol_meta_set(struct vol *v, const uint8_t *buf, size_t len)
 {
 	int r = vol_meta_store(v, buf, len);

@@ -61,6 +61,12 @@ struct vol_repl_ops {
 	void (*submit)(void *ctx, struct vol_io *io);
 	/* The volume attributes changed on this primary (vol_meta_set). */
 	void (*meta_changed)(void *ctx);
+	/* The peer's role as last heard (enum vol_role), or -1 when the peer is
+	 * not connected (ALUA: the other port group's state). */
+	int (*peer_role)(void *ctx);
+	/* A planned switchover that makes this node primary (ALUA's SET TARGET
+	 * PORT GROUPS): 0 done, -EAGAIN under way (ask again), -errno. */
+	int (*switchover)(void *ctx, char *msg, size_t len);
 };
 
 enum vol_role { VOL_SECONDARY = 0, VOL_PRIMARY };
@@ -204,6 +210,11 @@ void vol_set_disk(struct vol *v, enum vol_disk d);
  * "connection", "replication", ...); extra is more JSON members or NULL. */
 void vol_event(struct vol *v, const char *what, const char *from, const char *to,
 	       const char *extra);
+/* The peer's role (enum vol_role) or -1: unknown, not connected, or not replicated. */
+int vol_peer_role(const struct vol *v);
+/* Makes this node primary by a planned switchover (the peer demotes first):
+ * 0 done, -EAGAIN under way (call again), -EOPNOTSUPP not replicated, -errno. */
+int vol_switchover(struct vol *v, char *msg, size_t len);
 /* Persists the superblock (synchronous; rare events only). Logs failures. */
 int vol_md_write(struct vol *v);
 /* Allocation map (synchronous, cheap). */
