@@ -27,7 +27,7 @@ override LDFLAGS := $(SANFLAGS) $(EXTRA_LDFLAGS)
 
 LIB_SRC := $(wildcard src/common/*.c src/ev/*.c src/net/*.c src/bs/*.c src/md/*.c \
 	src/bm/*.c src/vol/*.c src/nbd/*.c src/ctl/*.c src/config/*.c src/repl/*.c src/scsi/*.c \
-	src/iscsi/*.c)
+	src/iscsi/*.c src/wit/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/obj/%.o)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)

@@ -1,80 +1,139 @@
-/* tandem-witness: the tie-breaker of a stretched pair. It holds no data.
- * This version validates the configuration and listens on the [cluster]
- * witness address; the quorum protocol arrives with replication. */
-#include <arpa/inet.h>
+/* tandem-witness: the tie-breaker of stretched pairs; holds no data. Each -c
+ * names one cluster's configuration (its [cluster] witness, secret,
+ * witness-dir, witness-timeout); one witness serves them all on the one
+ * address they name. Wiring only: the protocol is src/wit. */
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
+#include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <liburing.h>
+
+#include "../src/common/log.h"
 #include "../src/common/util.h"
 #include "../src/config/config.h"
+#include "../src/ev/ev.h"
+#include "../src/wit/wit_server.h"
+
+#define MAX_CLUSTERS 64
+
+struct witness {
+	struct ev_loop *ev;
+	int sigfd;
+	struct signalfd_siginfo si;
+	struct ev_op sig_op;
+};
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: tandem-witness -c FILE [-f]\n");
+	fprintf(f, "usage: tandem-witness -c FILE [-c FILE ...] [-f]\n"
+		   "  -c FILE  a cluster configuration (INI); repeat for more clusters\n"
+		   "  -f       stay in the foreground and log to stderr\n");
+}
+
+static void sig_arm(struct witness *w);
+
+static void sig_cb(struct ev_op *op, int res, uint32_t flags)
+{
+	struct witness *w = container_of(op, struct witness, sig_op);
+	(void)flags;
+	if (res == (int)sizeof(w->si)) {
+		log_info("signal %u: shutting down", w->si.ssi_signo);
+		ev_stop(w->ev);
+		return;
+	}
+	sig_arm(w);
+}
+
+static void sig_arm(struct witness *w)
+{
+	io_uring_prep_read(ev_sqe(w->ev, &w->sig_op), w->sigfd, &w->si, sizeof(w->si), 0);
 }
 
 int main(int argc, char **argv)
 {
-	const char *cfgpath = NULL;
-	struct cfg *cfg;
+	struct cfg *cfgs[MAX_CLUSTERS];
+	const struct cfg *ccfgs[MAX_CLUSTERS];
+	unsigned ncfg = 0;
+	struct wit_server *ws = NULL;
+	struct witness w;
 	char err[1024];
-	struct sockaddr_storage ss;
-	socklen_t len;
-	int opt, fd, one = 1, fg = 0;
+	sigset_t mask;
+	int opt, fg = 0, rc = 1;
 
+	memset(&w, 0, sizeof(w));
 	while ((opt = getopt(argc, argv, "c:fh")) != -1) {
 		switch (opt) {
-		case 'c': cfgpath = optarg; break;
+		case 'c':
+			if (ncfg == MAX_CLUSTERS) {
+				fprintf(stderr, "tandem-witness: at most %d clusters\n", MAX_CLUSTERS);
+				return 2;
+			}
+			if (cfg_load(optarg, &cfgs[ncfg], err, sizeof(err))) {
+				fprintf(stderr, "tandem-witness: %s\n", err);
+				return 1;
+			}
+			if (!cfgs[ncfg]->witness[0]) {
+				fprintf(stderr, "tandem-witness: %s: [cluster] has no 'witness' address\n",
+					optarg);
+				return 1;
+			}
+			ccfgs[ncfg] = cfgs[ncfg];
+			ncfg++;
+			break;
 		case 'f': fg = 1; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
 	}
-	if (!cfgpath || optind != argc) {
+	if (!ncfg || optind != argc) {
 		usage(stderr);
 		return 2;
-	}
-	if (cfg_load(cfgpath, &cfg, err, sizeof(err))) {
-		fprintf(stderr, "tandem-witness: %s\n", err);
-		return 1;
-	}
-	if (!cfg->witness[0]) {
-		fprintf(stderr, "tandem-witness: %s: [cluster] has no 'witness' address\n", cfgpath);
-		cfg_free(cfg);
-		return 1;
-	}
-	if (parse_addr(cfg->witness, &ss, &len) < 0 ||
-	    (fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0) {
-		fprintf(stderr, "tandem-witness: bad witness address %s\n", cfg->witness);
-		cfg_free(cfg);
-		return 1;
-	}
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, 16) < 0) {
-		fprintf(stderr, "tandem-witness: cannot listen on %s: %s\n", cfg->witness,
-			strerror(errno));
-		cfg_free(cfg);
-		return 1;
 	}
 	if (!fg && daemon(0, 0) < 0) {
 		fprintf(stderr, "tandem-witness: cannot daemonize: %s\n", strerror(errno));
 		return 1;
 	}
-	fprintf(stderr, "tandem-witness: cluster %s, listening on %s\n", cfg->cluster, cfg->witness);
-	/* Until the quorum protocol exists, connections are accepted and closed. */
-	for (;;) {
-		int c = accept(fd, NULL, NULL);
-		if (c >= 0)
-			close(c);
-		else if (errno != EINTR)
-			break;
+	log_init("tandem-witness", fg, LOG_LVL_INFO);
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	w.sigfd = signalfd(-1, &mask, SFD_CLOEXEC);
+	w.ev = ev_new(256);
+	if (!w.ev || w.sigfd < 0) {
+		fprintf(stderr, "tandem-witness: cannot set up the event loop: %s\n", strerror(errno));
+		goto out;
 	}
-	cfg_free(cfg);
-	return 0;
+	w.sig_op.cb = sig_cb;
+	sig_arm(&w);
+	err[0] = '\0';
+	if (wit_server_new(w.ev, ccfgs, ncfg, &ws, err, sizeof(err))) {
+		fprintf(stderr, "tandem-witness: %s\n", err);
+		log_err("%s", err);
+		goto out;
+	}
+	for (unsigned i = 0; i < ncfg; i++)
+		log_info("witness for cluster %s (%u volume(s)), listening on %s, state in %s",
+			 cfgs[i]->cluster, cfgs[i]->nvolumes, cfgs[i]->witness,
+			 cfgs[i]->witness_dir);
+	if (fg)
+		fprintf(stderr, "tandem-witness: ready\n");
+	rc = ev_run(w.ev) ? 1 : 0;
+	wit_server_shutdown(ws);
+	for (int i = 0; i < 20; i++)
+		ev_run_once(w.ev, 10ull * 1000000ull);
+out:
+	wit_server_free(ws);
+	ev_free(w.ev);
+	if (w.sigfd >= 0)
+		close(w.sigfd);
+	for (unsigned i = 0; i < ncfg; i++)
+		cfg_free(cfgs[i]);
+	return rc;
 }

@@ -238,6 +238,7 @@ static const char *const cluster_keys[] = { "name", "secret", "witness", "peer-t
 					    "auth", "chap-user", "chap-secret", "chap-mutual-user",
 					    "chap-mutual-secret", "max-connections",
 					    "max-connections-per-address", "handshake-timeout",
+					    "witness-timeout", "quorum-timeout", "witness-dir",
 					    NULL };
 static const char *const node_keys[] = { "replication", "iscsi", "nbd", "control",
 					 "data-dir", "metrics", "busy-poll",
@@ -245,7 +246,8 @@ static const char *const node_keys[] = { "replication", "iscsi", "nbd", "control
 static const char *const volume_keys[] = { "size", "nodes", "replication", "async-backlog",
 					   "resync-rate", "cache", "bitmap-granularity",
 					   "resync-checksum", "auth", "chap-user", "chap-secret",
-					   "chap-mutual-user", "chap-mutual-secret", NULL };
+					   "chap-mutual-user", "chap-mutual-secret", "failover",
+					   NULL };
 
 static int key_index(const char *const *keys, const char *key)
 {
@@ -397,6 +399,31 @@ static int handle_cluster(struct parse *p, const char *key, const char *val)
 		c->peer_timeout_ms = (unsigned)(sec * 1000 + 0.5);
 		return 0;
 	}
+	if (strcmp(key, "witness-timeout") == 0 || strcmp(key, "quorum-timeout") == 0) {
+		bool wt = key[0] == 'w';
+		double lo = wt ? 0.2 : 1, hi = wt ? 300 : 3600;
+		char *end;
+		double sec;
+		errno = 0;
+		sec = strtod(val, &end);
+		if (val[0] < '0' || val[0] > '9' || errno || *end || !(sec >= lo && sec <= hi)) {
+			fail(p, p->line, key, "'%s' is not a number of seconds from %g to %g", val, lo,
+			     hi);
+			return -1;
+		}
+		if (wt)
+			c->witness_timeout_ms = (unsigned)(sec * 1000 + 0.5);
+		else
+			c->quorum_timeout_ms = (unsigned)(sec * 1000 + 0.5);
+		return 0;
+	}
+	if (strcmp(key, "witness-dir") == 0) {
+		if (val[0] != '/') {
+			fail(p, p->line, key, "'%s' is not an absolute path", val);
+			return -1;
+		}
+		return set_str(p, key, val, c->witness_dir, sizeof(c->witness_dir));
+	}
 	if (strcmp(key, "handshake-timeout") == 0) {
 		char *end;
 		double sec;
@@ -545,6 +572,17 @@ static int handle_volume(struct parse *p, const char *key, const char *val)
 		if (v->bitmap_granularity < 4096 || v->bitmap_granularity > (64u << 20) ||
 		    (v->bitmap_granularity & (v->bitmap_granularity - 1))) {
 			fail(p, p->line, key, "bitmap-granularity must be a power of two from 4K to 64M");
+			return -1;
+		}
+		return 0;
+	}
+	if (strcmp(key, "failover") == 0) {
+		if (strcmp(val, "auto") == 0)
+			v->failover_manual = false;
+		else if (strcmp(val, "manual") == 0)
+			v->failover_manual = true;
+		else {
+			fail(p, p->line, key, "'%s' is neither auto nor manual", val);
 			return -1;
 		}
 		return 0;
@@ -802,6 +840,9 @@ int cfg_parse_string(const char *text, const char *name, struct cfg **out, char 
 	p->cfg->max_conns = CFG_MAX_CONNS_DEFAULT;
 	p->cfg->max_conns_per_addr = CFG_MAX_CONNS_PER_ADDR_DEFAULT;
 	p->cfg->handshake_timeout_ms = CFG_HANDSHAKE_TIMEOUT_DEFAULT_MS;
+	p->cfg->witness_timeout_ms = CFG_WITNESS_TIMEOUT_DEFAULT_MS;
+	p->cfg->quorum_timeout_ms = CFG_QUORUM_TIMEOUT_DEFAULT_MS;
+	snprintf(p->cfg->witness_dir, sizeof(p->cfg->witness_dir), "%s", CFG_WITNESS_DIR_DEFAULT);
 	r = ini_parse_stream(reader, p, handler, p);
 	if (!p->failed && r > 0)
 		fail(p, r, NULL, "syntax error (expected [section] or key = value)");

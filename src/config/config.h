@@ -27,6 +27,11 @@
 #define CFG_MAX_CONNS_PER_ADDR_DEFAULT 64
 #define CFG_MAX_CONNS_LIMIT 65536
 #define CFG_HANDSHAKE_TIMEOUT_DEFAULT_MS 10000
+/* The witness (docs/WITNESS.md): a session silent this long is dead; a
+ * primary without quorum fails held writes and steps down after this. */
+#define CFG_WITNESS_TIMEOUT_DEFAULT_MS 3000
+#define CFG_QUORUM_TIMEOUT_DEFAULT_MS 30000
+#define CFG_WITNESS_DIR_DEFAULT "/var/lib/tandem"
 
 enum cfg_repl { CFG_REPL_SYNC = 0, CFG_REPL_ASYNC };
 /* none: O_DIRECT, no page cache (falls back to buffered where the filesystem
@@ -69,6 +74,7 @@ struct cfg_volume {
 	uint64_t async_backlog;
 	uint64_t resync_rate; /* bytes/s; 0 = auto */
 	bool resync_checksum; /* resync compares digests before sending data */
+	bool failover_manual; /* failover = manual: never promoted by the witness alone */
 	struct cfg_auth auth; /* resolved: the volume's keys, else the cluster's */
 	enum cfg_cache cache;
 	uint64_t bitmap_granularity; /* bytes of data per change-bitmap bit */
@@ -86,6 +92,9 @@ struct cfg {
 	unsigned max_conns;          /* per front-end listener */
 	unsigned max_conns_per_addr; /* per listener and client address */
 	unsigned handshake_timeout_ms; /* NBD handshake, iSCSI login */
+	unsigned witness_timeout_ms;   /* a silent witness session is dead after this */
+	unsigned quorum_timeout_ms;    /* a write held for quorum fails after this */
+	char witness_dir[CFG_PATH_MAX]; /* tandem-witness: its state files */
 	struct cfg_auth auth;     /* iSCSI: discovery, and the volumes' default */
 	unsigned nnodes, nvolumes;
 	struct cfg_node nodes[CFG_MAX_NODES];

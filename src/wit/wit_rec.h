@@ -1,0 +1,58 @@
+/* The witness's record of one volume and the decisions it makes on it
+ * (docs/WITNESS.md, rules W1-W3), plus the state file that persists the
+ * records of one cluster. Pure functions but for the file; unit-tested.
+ *
+ * Record transitions:
+ *   primary none|X -> X      [wit_rec_report: X reports primary (W1)]
+ *   primary X -> none        [wit_rec_report: X reports an orderly demotion (W2)]
+ *   primary any -> Y         [wit_rec_grant: a claim of Y granted (W3)]
+ * Invariants:
+ *   WR1. `synced` is true only as the last report of the recorded primary
+ *        said; a grant sets it false (the new primary writes alone at once).
+ *   WR2. epoch grows by one each time `primary` changes, never otherwise.
+ *   WR3. A claim is granted without `force` only when `synced` and the
+ *        claimant holds the recorded generation (current or in its history).
+ * Never: opens sockets; decides liveness (the server passes it in). */
+#ifndef TANDEM_WIT_REC_H
+#define TANDEM_WIT_REC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../include/proto/ondisk.h"
+#include "../../include/proto/witness.h"
+
+struct wit_rec {
+	char volume[WIT_NAME_LEN];
+	char primary[WIT_NAME_LEN]; /* "" none */
+	uint64_t gen;
+	uint64_t epoch;
+	bool synced;
+};
+
+enum wit_claim_outcome { WIT_GRANT = 0, WIT_DENY, WIT_WAIT };
+
+/* W1, W2. Returns WIT_R_OK or WIT_R_DEPOSED; *changed when the record must
+ * be persisted before the answer. */
+uint32_t wit_rec_report(struct wit_rec *r, const char *node, const struct wit_vol_msg *m,
+			bool *changed);
+/* W3: primary_alive = the recorded primary (another node) holds a live
+ * session; in_grace = the witness started less than witness-timeout ago.
+ * *reason is set on WIT_DENY (and on WIT_WAIT, the reason a timeout gives). */
+enum wit_claim_outcome wit_rec_claim(const struct wit_rec *r, const char *node,
+				     const struct wit_vol_msg *m, bool primary_alive,
+				     bool in_grace, uint32_t *reason);
+/* A grant (WR1, WR2). */
+void wit_rec_grant(struct wit_rec *r, const char *node, const struct wit_vol_msg *m);
+/* The answer fields from the record. */
+void wit_rec_verdict(const struct wit_rec *r, struct wit_verdict *v);
+
+/* The state file: 0, or -errno (-EBADMSG: not a valid state file of this
+ * cluster; -ENOENT: none yet). load fills at most max records. */
+int wit_store_load(const char *path, const char *cluster, struct wit_rec *recs, unsigned max,
+		   unsigned *n);
+int wit_store_save(const char *path, const char *cluster, const struct wit_rec *recs,
+		   unsigned n);
+
+#endif
