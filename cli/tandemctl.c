@@ -14,7 +14,9 @@
 #include <unistd.h>
 
 #include "../include/proto/ctl.h"
+#include "../src/common/util.h"
 #include "../src/config/config.h"
+#include "../src/wit/wit_codec.h"
 
 static void usage(FILE *f)
 {
@@ -26,7 +28,125 @@ static void usage(FILE *f)
 		"  wait-sync VOLUME [--timeout SEC]\n"
 		"  primary VOLUME [--force] | secondary VOLUME [--timeout SEC]\n"
 		"  connect VOLUME | disconnect VOLUME | verify VOLUME | invalidate VOLUME\n"
-		"  events\n");
+		"  switchover VOLUME [NODE]       planned: the primary demotes, NODE (or the\n"
+		"                                other node) promotes; waits for both\n"
+		"  events\n"
+		"  witness-status                (-c FILE only) what the cluster's witness holds\n");
+}
+
+/* Reads one whole witness message (header and body, body <= cap). */
+static int wit_read(int fd, struct wit_msg *m, uint8_t *body, size_t cap)
+{
+	uint8_t h[sizeof(struct wit_hdr)];
+	size_t got = 0;
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	for (size_t want = sizeof(h), phase = 0; phase < 2; phase++) {
+		uint8_t *dst = phase ? body : h;
+		got = 0;
+		while (got < want) {
+			ssize_t k;
+			if (poll(&p, 1, 5000) != 1)
+				return -ETIMEDOUT;
+			k = read(fd, dst + got, want - got);
+			if (k <= 0)
+				return k ? -errno : -ECONNRESET;
+			got += (size_t)k;
+		}
+		if (phase == 0) {
+			if (wit_decode_hdr(h, m) || m->len > cap)
+				return -EBADMSG;
+			want = m->len;
+			if (!want)
+				break;
+		}
+	}
+	return wit_decode_body(body, m) ? -EBADMSG : 0;
+}
+
+/* witness-status: an admin session (HELLO with the admin flag, both proofs
+ * of the cluster secret), one STATUS_REQ, the JSON printed. */
+static int witness_status(const char *cfgpath)
+{
+	struct cfg *cfg;
+	char err[1024];
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	uint8_t buf[WIT_ENC_MAX], nonce[WIT_NONCE_LEN], mac[WIT_MAC_LEN];
+	static uint8_t body[WIT_MAX_STATUS];
+	struct wit_msg m;
+	int fd = -1, rc = 1, k;
+	FILE *ur;
+
+	memset(&m, 0, sizeof(m));
+	if (cfg_load(cfgpath, &cfg, err, sizeof(err))) {
+		fprintf(stderr, "tandemctl: %s\n", err);
+		return 1;
+	}
+	if (!cfg->witness[0]) {
+		fprintf(stderr, "tandemctl: %s: [cluster] has no witness\n", cfgpath);
+		goto out;
+	}
+	ur = fopen("/dev/urandom", "rb");
+	if (!ur || fread(nonce, 1, sizeof(nonce), ur) != sizeof(nonce)) {
+		if (ur)
+			fclose(ur);
+		fprintf(stderr, "tandemctl: no random numbers\n");
+		goto out;
+	}
+	fclose(ur);
+	if (parse_addr(cfg->witness, &ss, &sl) < 0 ||
+	    (fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
+	    connect(fd, (struct sockaddr *)&ss, sl) < 0) {
+		fprintf(stderr, "tandemctl: cannot reach the witness at %s: %s\n", cfg->witness,
+			strerror(errno));
+		goto out;
+	}
+	k = (int)wit_enc_hello(buf, cfg->cluster, "tandemctl", nonce, WIT_HELLO_F_ADMIN);
+	if (write(fd, buf, (size_t)k) != k || wit_read(fd, &m, body, sizeof(body)) ||
+	    m.type != WIT_HELLO)
+		goto proto;
+	wit_mac(cfg->secret, 'N', nonce, m.u.hello.nonce, cfg->cluster, "tandemctl", mac);
+	{
+		uint8_t wnonce[WIT_NONCE_LEN];
+		memcpy(wnonce, m.u.hello.nonce, WIT_NONCE_LEN);
+		k = (int)wit_enc_auth(buf, mac);
+		if (write(fd, buf, (size_t)k) != k || wit_read(fd, &m, body, sizeof(body)))
+			goto proto;
+		if (m.type == WIT_AUTH) {
+			wit_mac(cfg->secret, 'W', nonce, wnonce, cfg->cluster, "tandemctl", mac);
+			if (memcmp(mac, m.u.auth.mac, WIT_MAC_LEN)) {
+				fprintf(stderr, "tandemctl: the witness at %s failed to prove the "
+						"cluster secret\n",
+					cfg->witness);
+				goto out;
+			}
+		}
+	}
+	if (m.type == WIT_ERROR) {
+		fprintf(stderr, "tandemctl: the witness refused: %.*s\n", (int)m.var_len,
+			(const char *)m.var);
+		goto out;
+	}
+	k = (int)wit_enc_empty(buf, WIT_STATUS_REQ);
+	if (write(fd, buf, (size_t)k) != k || wit_read(fd, &m, body, sizeof(body)) ||
+	    m.type != WIT_STATUS)
+		goto proto;
+	fwrite(m.var, 1, m.var_len, stdout);
+	rc = 0;
+	goto out;
+proto:
+	if (m.type == WIT_ERROR)
+		fprintf(stderr, "tandemctl: the witness refused: %.*s\n", (int)m.var_len,
+			(const char *)m.var);
+	else
+		fprintf(stderr, "tandemctl: the witness at %s answered out of step\n",
+			cfg->witness);
+out:
+	if (fd >= 0)
+		close(fd);
+	cfg_free(cfg);
+	return rc;
 }
 
 /* One request, one reply. Returns 0 ok, 1 error reply, 3 "wait" reply (not yet),
@@ -114,6 +234,9 @@ int main(int argc, char **argv)
 		default: usage(stderr); return 2;
 		}
 	}
+	if (optind < argc && strcmp(argv[optind], "witness-status") == 0 && cfgpath &&
+	    optind + 1 == argc)
+		return witness_status(cfgpath);
 	if (optind >= argc || (!sock && (!cfgpath || !node))) {
 		usage(stderr);
 		return 2;
@@ -140,8 +263,11 @@ int main(int argc, char **argv)
 	 * done and the peer has heard of it) are polled from here, so that the
 	 * daemon never holds a connection open on a client's behalf. */
 	waits = strcmp(argv[optind], "wait-sync") == 0 || strcmp(argv[optind], "secondary") == 0 ||
-		strcmp(argv[optind], "disconnect") == 0;
-	if (strcmp(argv[optind], "secondary") == 0)
+		strcmp(argv[optind], "disconnect") == 0 || strcmp(argv[optind], "primary") == 0 ||
+		strcmp(argv[optind], "switchover") == 0;
+	/* a promotion waits for the witness; a switchover for both steps */
+	if (strcmp(argv[optind], "secondary") == 0 || strcmp(argv[optind], "primary") == 0 ||
+	    strcmp(argv[optind], "switchover") == 0)
 		timeout = 30;
 	if (strcmp(argv[optind], "disconnect") == 0)
 		timeout = 10; /* the daemon's own limit on the peer's flush is 2 s */
@@ -192,7 +318,7 @@ int main(int argc, char **argv)
 				fprintf(stderr, "tandemctl: timed out\n");
 				return 1;
 			}
-			usleep(100000);
+			usleep(20000);
 		}
 	} else {
 		r = call(sock, line, 0);

@@ -242,7 +242,7 @@ static const char *const cluster_keys[] = { "name", "secret", "witness", "peer-t
 					    NULL };
 static const char *const node_keys[] = { "replication", "iscsi", "nbd", "control",
 					 "data-dir", "metrics", "busy-poll",
-					 "replication-advertise", NULL };
+					 "replication-advertise", "witness", NULL };
 static const char *const volume_keys[] = { "size", "nodes", "replication", "async-backlog",
 					   "resync-rate", "cache", "bitmap-granularity",
 					   "resync-checksum", "auth", "chap-user", "chap-secret",
@@ -465,6 +465,8 @@ static int handle_node(struct parse *p, const char *key, const char *val)
 		return set_addr(p, key, val, n->replication);
 	if (strcmp(key, "replication-advertise") == 0)
 		return set_addr(p, key, val, n->replication_advertise);
+	if (strcmp(key, "witness") == 0)
+		return set_addr(p, key, val, n->witness);
 	if (strcmp(key, "iscsi") == 0)
 		return set_addr(p, key, val, n->iscsi);
 	if (strcmp(key, "nbd") == 0)

@@ -44,6 +44,8 @@ struct cfg_node {
 	char replication[CFG_ADDR_MAX];
 	/* where the other nodes dial this one (NAT, proxies); "" = replication */
 	char replication_advertise[CFG_ADDR_MAX];
+	/* where this node dials the witness (NAT, proxies); "" = [cluster] witness */
+	char witness[CFG_ADDR_MAX];
 	char iscsi[CFG_ADDR_MAX];
 	char nbd[CFG_ADDR_MAX];
 	char metrics[CFG_ADDR_MAX];

@@ -152,10 +152,25 @@ size_t ctl_status_json(const struct ctl_info *info, const char *only, char *out,
 		if (only && strcmp(only, v->name))
 			continue;
 		json_str(a, sizeof(a), v->name);
-		PUT("%s{\"name\":\"%s\",\"size\":%llu,\"role\":\"%s\",\"disk\":\"%s\","
-		    "\"quorum\":true,\"peers\":[",
-		    first ? "" : ",", a, (unsigned long long)v->size, vol_role_name(v->role),
-		    vol_disk_name(v->disk));
+		{
+			struct repl_status q;
+			memset(&q, 0, sizeof(q));
+			q.quorum = -1;
+			q.witness_primary = "";
+			if (v->repl)
+				repl_get_status(v->repl, &q);
+			json_str(b, sizeof(b), q.witness_primary);
+			PUT("%s{\"name\":\"%s\",\"size\":%llu,\"role\":\"%s\",\"disk\":\"%s\","
+			    "\"quorum\":%s,",
+			    first ? "" : ",", a, (unsigned long long)v->size,
+			    vol_role_name(v->role), vol_disk_name(v->disk),
+			    q.quorum == 0 ? "false" : "true");
+			if (q.quorum >= 0)
+				PUT("\"witness\":{\"session\":%s,\"primary\":\"%s\","
+				    "\"held_writes\":%u},",
+				    q.witness_session ? "true" : "false", b, q.held_writes);
+			PUT("\"peers\":[");
+		}
 		if (v->repl) {
 			struct repl_status st;
 			char e[256];

@@ -20,6 +20,7 @@
 #include "../iscsi/iscsi_server.h"
 #include "../repl/repl.h"
 #include "../vol/vol.h"
+#include "../wit/wit_client.h"
 
 struct node {
 	struct cfg *cfg;
@@ -31,6 +32,7 @@ struct node {
 	struct iscsi_server *iscsi;
 	struct ctl_server *ctl;
 	struct repl_server *repl;
+	struct wit_client *wit;
 	int sigfd;
 	struct signalfd_siginfo si;
 	struct ev_op sig_op;
@@ -95,6 +97,24 @@ static int start(struct node *n, char *err, size_t errlen)
 			return r;
 		}
 		log_info("replication on %s", me->replication);
+		if (n->cfg->witness[0]) {
+			r = wit_client_new(n->ev, n->cfg, n->self, &n->wit);
+			if (r) {
+				snprintf(err, errlen, "%s: bad witness address %s", n->cfg->path,
+					 n->cfg->witness);
+				return r;
+			}
+			for (unsigned i = 0; i < n->nvols; i++)
+				if (n->vols[i]->repl) {
+					r = repl_use_witness(n->vols[i]->repl, n->wit);
+					if (r) {
+						snprintf(err, errlen, "witness: %s", strerror(-r));
+						return r;
+					}
+				}
+			wit_client_start(n->wit);
+			log_info("witness %s", n->cfg->witness);
+		}
 		for (unsigned i = 0; i < n->nvols; i++)
 			if (n->vols[i]->repl)
 				repl_start(n->vols[i]->repl);
@@ -161,12 +181,17 @@ static void stop(struct node *n)
 		}
 		ev_run_once(n->ev, 100ull * 1000000ull);
 	}
+	/* Writes held for quorum were never acknowledged: they fail now. */
+	for (unsigned i = 0; i < n->nvols; i++)
+		if (n->vols[i]->repl)
+			repl_release_held(n->vols[i]->repl);
 	for (unsigned i = 0; i < n->nvols; i++)
 		while (n->vols[i]->inflight && now_ns() < deadline)
 			ev_run_once(n->ev, 100ull * 1000000ull);
 	/* Then the peers: connections close, the change bitmaps settle. */
 	if (n->repl)
 		repl_server_shutdown(n->repl);
+	wit_client_shutdown(n->wit);
 	for (unsigned i = 0; i < n->nvols; i++)
 		if (n->vols[i]->repl)
 			repl_shutdown(n->vols[i]->repl);

@@ -132,6 +132,8 @@ int repl_new(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned se
 	list_init(&r->bound);
 	list_init(&r->rs_inflight);
 	list_init(&r->rs_runs);
+	quorum_init(r, NULL);
+	r->auto_failover = !cv->failover_manual;
 	addr = cfg->nodes[r->peer_ix].replication_advertise[0]
 		       ? cfg->nodes[r->peer_ix].replication_advertise
 		       : cfg->nodes[r->peer_ix].replication;
@@ -212,11 +214,18 @@ void repl_start(struct repl *r)
 	repl_set_cstate(r, RC_CONNECTING);
 	ev_timer_arm(r->ev, &r->tick, 100000000ull);
 	ev_timer_arm(r->ev, &r->retry, 0);
+	quorum_start(r);
+}
+
+int repl_use_witness(struct repl *r, struct wit_client *wc)
+{
+	return quorum_init(r, wc);
 }
 
 void repl_shutdown(struct repl *r)
 {
 	r->shutting_down = true;
+	quorum_shutdown(r);
 	ev_timer_cancel(r->ev, &r->retry);
 	net_dial_cancel(&r->dial);
 	{

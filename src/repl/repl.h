@@ -128,6 +128,10 @@ struct repl_status {
 	bool split_brain;
 	const char *error; /* last refusal or failure, "" if none */
 	uint64_t gen_current, gen_bitmap;
+	int quorum;            /* 1 yes, 0 no; -1 no witness configured */
+	bool witness_session;  /* the witness session is up */
+	const char *witness_primary; /* the primary the witness names, "" none/unknown */
+	unsigned held_writes;  /* writes waiting for quorum */
 };
 
 /* Opens the change bitmap and prepares the volume's replication with the
@@ -135,6 +139,12 @@ struct repl_status {
 int repl_new(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned self,
 	     struct vol *v, char *err, size_t errlen);
 void repl_start(struct repl *r);
+/* Before repl_start: quorum and failover through this node's witness
+ * session (docs/WITNESS.md); without it the volume has no quorum rule. */
+struct wit_client;
+int repl_use_witness(struct repl *r, struct wit_client *wc);
+/* Shutting down: writes held for quorum fail (never acknowledged). */
+void repl_release_held(struct repl *r);
 /* Drops the connection; in-flight writes complete (peer part marked out of
  * sync). Call before the volume is closed. */
 void repl_shutdown(struct repl *r);

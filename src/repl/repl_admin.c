@@ -55,6 +55,37 @@ int repl_promote(struct repl *r, bool force, char *msg, size_t len)
 			conn_abort(r->conn);
 		vol_set_disk(v, VOL_UPTODATE);
 	}
+	if (r->wc) {
+		/* N8: through the witness, so that never two primaries write. */
+		if (r->w_claim_result == 1) {
+			r->w_claim_result = 0;
+		} else if (r->w_claim_result < 0) {
+			int rc = r->w_claim_result;
+			r->w_claim_result = 0;
+			snprintf(msg, len, "volume %s: %s", v->name, r->w_claim_msg);
+			return rc;
+		} else {
+			if (r->w_claim_want != CLAIM_ADMIN) {
+				r->w_claim_want = CLAIM_ADMIN;
+				r->w_claim_seq = 0;
+				quorum_kick(r);
+			}
+			snprintf(msg, len, "%s", r->w_up ? "waiting for the witness"
+							 : "no session with the witness");
+			return -EAGAIN;
+		}
+	}
+	return promote_now(r, msg, len);
+}
+
+int promote_now(struct repl *r, char *msg, size_t len)
+{
+	struct vol *v = r->v;
+
+	if (v->disk == VOL_CONSISTENT || v->disk == VOL_OUTDATED) {
+		/* the witness vouched for this node's generation (W3.1) */
+		vol_set_disk(v, VOL_UPTODATE);
+	}
 	v->md->sb.flags |= TANDEM_MD_F_PRIMARY;
 	if (vol_md_write(v)) { /* the disk is failed (V4) */
 		v->md->sb.flags &= ~TANDEM_MD_F_PRIMARY;
@@ -64,10 +95,12 @@ int repl_promote(struct repl *r, bool force, char *msg, size_t len)
 	}
 	vol_set_role(v, VOL_PRIMARY);
 	v->demoting = false;
+	r->w_release = false;
 	if (peer_ready(r))
 		gen_rotate(r, r->conn);
 	if (r->conn && r->conn->hs_stage == ST_RUN)
 		send_state(r->conn);
+	quorum_kick(r);
 	return 0;
 }
 
@@ -130,6 +163,8 @@ int repl_demote(struct repl *r, char *msg, size_t len)
 	vol_md_write(v);
 	vol_set_role(v, VOL_SECONDARY);
 	v->demoting = false;
+	r->w_release = true; /* W2: an orderly demotion */
+	quorum_kick(r);
 	if (r->conn && r->conn->hs_stage == ST_RUN) {
 		uint8_t b[32];
 		send_state(r->conn);
@@ -337,6 +372,10 @@ void repl_get_status(const struct repl *r, struct repl_status *st)
 	st->error = r->error;
 	st->gen_current = r->v->md->sb.gen_current;
 	st->gen_bitmap = r->v->md->sb.gen_bitmap;
+	st->quorum = r->wc ? r->quorum : -1;
+	st->witness_session = r->w_up;
+	st->witness_primary = r->w_heard ? r->w_primary : "";
+	st->held_writes = r->nheld;
 }
 
 int repl_switchover(struct repl *r, const char *to, char *msg, size_t len)

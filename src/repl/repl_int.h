@@ -17,6 +17,7 @@
 #include "../common/util.h"
 #include "../net/peer.h"
 #include "../vol/vol.h"
+#include "../wit/wit_client.h"
 #include "repl.h"
 #include "repl_codec.h"
 #include "repl_gen.h"
@@ -189,6 +190,33 @@ struct repl {
 	struct bufpool pool; /* data buffers of resync and applied requests */
 	/* demotion: the peer has heard of it once its pong for this cookie is back */
 	uint64_t demote_cookie;
+	/* witness and quorum (repl_quorum.c, docs/WITNESS.md) */
+	struct wit_client *wc; /* NULL: no witness configured */
+	bool w_up;             /* the session is up */
+	bool auto_failover;    /* failover = auto */
+	uint64_t w_seq;        /* last seq sent (REPORT and CLAIM) */
+	bool w_rep_valid;      /* w_rep_* were sent on this session */
+	uint32_t w_rep_flags;
+	uint64_t w_rep_gen;
+	uint64_t w_rep_ring[16]; /* seq << 8 | flags of recent REPORTs, by seq */
+	uint64_t w_synced_seq;   /* the last REPORT sent with SYNCED (N2) */
+	uint64_t w_alone_seq;    /* the newest REPORT acked on this session as primary, !SYNCED */
+	bool w_release;          /* the next secondary REPORT is an orderly demotion (W2) */
+	uint8_t w_claim_want;    /* enum claim_why: a CLAIM is wanted */
+	uint64_t w_claim_seq;    /* the CLAIM awaiting its reply; 0 none */
+	uint64_t w_claim_ns;     /* when the last CLAIM was sent */
+	int w_claim_result;      /* an admin claim: 0 none yet, 1 granted, -errno denied */
+	char w_claim_msg[160];
+	char w_primary[WIT_NAME_LEN]; /* the record's primary as last heard */
+	bool w_heard;                 /* ... heard at all on this session */
+	bool quorum;                  /* shown in status */
+	uint64_t noquorum_ns;         /* a primary without quorum since; 0 it has it */
+	struct list held;             /* writes waiting for quorum (N1) */
+	unsigned nheld;
+	struct ev_timer q_timer;
+	/* planned switchover (repl_switchover) */
+	uint8_t sw_role; /* SW_NONE, SW_DEMOTE (the peer asked this primary), SW_PROMOTE */
+	bool sw_sent;
 };
 
 struct repl_server {
@@ -213,6 +241,20 @@ struct md_sb *sb(struct repl *r);
 void gen_branch(struct repl *r);
 void gen_rotate(struct repl *r, struct rconn *c);
 bool disk_consistent(enum vol_disk d);
+
+/* repl_quorum.c: the witness session, quorum, claims and failover */
+enum claim_why { CLAIM_NONE = 0, CLAIM_AUTO, CLAIM_ADMIN };
+int quorum_init(struct repl *r, struct wit_client *wc);
+void quorum_start(struct repl *r);
+void quorum_shutdown(struct repl *r);
+/* fg_finish: true when io must wait for quorum (N1); it is completed later. */
+bool quorum_hold(struct repl *r, struct vol_io *io);
+/* conn_lost on a secondary whose primary went: true when a claim is made
+ * instead of marking the disk outdated (N6). */
+bool quorum_peer_lost(struct repl *r);
+void quorum_kick(struct repl *r);
+/* The common end of a promotion (admin, claim granted): 0 or -errno. */
+int promote_now(struct repl *r, char *msg, size_t len);
 
 /* repl_state.c: the state machines: one writer each */
 void repl_set_rstate(struct repl *r, enum repl_rep_state s);

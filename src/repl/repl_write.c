@@ -79,7 +79,8 @@ static void fg_finish(struct repl *r, struct vol_io *io)
 	if (io->rep.peer_ok && r->ctl_armed)
 		rsctl_fg_done(&r->ctl, ev_now(r->ev) - io->rep.t0,
 			      io->type == BS_WRITE ? io->len : 0);
-	vol_complete(io, io->rep.lres);
+	if (!quorum_hold(r, io)) /* Q1 */
+		vol_complete(io, io->rep.lres);
 	fg_unblock(r);
 	if (r->rstate == RR_SYNCSOURCE || r->vfy_state == VFY_RUNNING)
 		ev_defer(r->ev, &r->rs_kick);

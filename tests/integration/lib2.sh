@@ -278,14 +278,14 @@ _show_logs()
 	set +e
 	trap - EXIT
 	trap '' TERM INT # as in _cleanup
-	for n in a b; do
+	for n in a b w; do
 		if [ -s "$T/$n.log" ] && grep -qE 'AddressSanitizer|runtime error:|LeakSanitizer' "$T/$n.log"; then
 			echo "FAIL: sanitizer report in the log of $n" >&2
 			rc=1
 		fi
 	done
 	if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ]; then
-		for n in a b; do
+		for n in a b w; do
 			[ -s "$T/$n.log" ] && { echo "--- tail of $n.log ---" >&2; tail -n 40 "$T/$n.log" >&2; }
 		done
 	fi

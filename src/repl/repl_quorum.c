@@ -1,0 +1,398 @@
+/* Quorum and automatic failover with the witness (docs/WITNESS.md, rules
+ * N1-N8): what this node reports to the witness, which writes wait for it,
+ * the claims of a secondary, stepping down and being deposed.
+ *
+ * States (per volume, shown as `quorum` in status):
+ *   quorum true -> false  [quorum_tick: a primary has neither a connected peer
+ *                          nor a live witness session]
+ *   quorum false -> true  [quorum_tick: either is back]
+ *   role primary -> secondary [step_down: quorum-timeout without quorum (N4);
+ *                              deposed: the witness names another primary (N5)]
+ *   role secondary -> primary [claim granted: on_verdict -> promote_now (N6, N7)]
+ * Invariants:
+ *   Q1. (N1) A write the peer did not acknowledge completes successfully
+ *       only while alone_ok(): the witness acknowledged, on the live
+ *       session, a REPORT of this node as primary without SYNCED that is
+ *       newer than the last REPORT sent with SYNCED.
+ *   Q2. (N2) SYNCED is sent only while the peer is connected, established
+ *       and up to date; w_synced_seq is set as it is sent, before the
+ *       witness can act on it.
+ *   Q3. A held write completes with -EIO once it waited quorum-timeout, or
+ *       when the node steps down or is deposed: never successfully unless Q1.
+ *   Q4. A claim's reply is acted on only if it answers the claim in flight
+ *       (its seq) and the node is still a secondary without a connected peer.
+ * Never: promotes a node whose disk is inconsistent or failed; acts on the
+ * witness's word without its proof (wit_client checks it). */
+#include "repl_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../common/log.h"
+#include "../wit/wit_codec.h"
+
+#define QTICK_NS (50ull * 1000000ull)
+#define CLAIM_RETRY_NS (1000ull * 1000000ull)
+
+static bool alone_ok(const struct repl *r)
+{
+	return r->w_up && r->w_alone_seq > r->w_synced_seq;
+}
+
+static bool peer_connected(const struct repl *r)
+{
+	return r->conn && r->conn->hs_stage == ST_RUN && conn_usable(r->conn);
+}
+
+static void release_held(struct repl *r, int res)
+{
+	while (!list_empty(&r->held)) {
+		struct vol_io *io = container_of(r->held.next, struct vol_io, rep.link);
+		list_del(&io->rep.link);
+		r->nheld--;
+		vol_complete(io, res ? res : io->rep.lres);
+	}
+}
+
+bool quorum_hold(struct repl *r, struct vol_io *io)
+{
+	if (!r->wc || io->rep.peer_ok || io->rep.lres)
+		return false;
+	if (r->v->role == VOL_PRIMARY && alone_ok(r))
+		return false;
+	io->rep.t0 = ev_now(r->ev);
+	list_add_tail(&r->held, &io->rep.link);
+	if (r->nheld++ == 0)
+		log_info("volume %s: writes wait for the witness (no peer to acknowledge them)",
+			 r->v->name);
+	return true;
+}
+
+static void make_msg(const struct repl *r, struct wit_vol_msg *m, uint32_t flags)
+{
+	memset(m, 0, sizeof(*m));
+	snprintf(m->volume, sizeof(m->volume), "%s", r->v->name);
+	m->gen = sb((struct repl *)r)->gen_current;
+	for (unsigned i = 0; i < WIT_HISTORY && i < TANDEM_MD_HISTORY; i++)
+		m->history[i] = sb((struct repl *)r)->gen_history[i];
+	/* the generation this node branched from is part of its data too */
+	if (sb((struct repl *)r)->gen_bitmap > GEN_EMPTY && WIT_HISTORY > 0 &&
+	    r->v->role != VOL_PRIMARY)
+		m->history[WIT_HISTORY - 1] = sb((struct repl *)r)->gen_bitmap;
+	m->flags = flags;
+}
+
+static uint32_t want_flags(const struct repl *r)
+{
+	const struct vol *v = r->v;
+
+	if (v->role == VOL_PRIMARY) {
+		uint32_t f = WIT_F_PRIMARY;
+		if (peer_connected(r) && r->rstate == RR_ESTABLISHED && r->have_peer &&
+		    r->peer.disk == VOL_UPTODATE && v->disk == VOL_UPTODATE)
+			f |= WIT_F_SYNCED;
+		return f;
+	}
+	return r->w_release ? WIT_F_RELEASE : 0;
+}
+
+static void send_report(struct repl *r)
+{
+	struct wit_vol_msg m;
+	uint32_t f = want_flags(r);
+
+	make_msg(r, &m, f);
+	if (r->w_rep_valid && f == r->w_rep_flags && m.gen == r->w_rep_gen)
+		return;
+	m.seq = ++r->w_seq;
+	/* Q2: from here on, a write the peer did not acknowledge needs a newer
+	 * acknowledged report without SYNCED. */
+	if (f & WIT_F_SYNCED)
+		r->w_synced_seq = m.seq;
+	if (!wit_client_send(r->wc, WIT_REPORT, &m))
+		return;
+	r->w_rep_ring[m.seq % 16] = m.seq << 8 | f;
+	r->w_rep_valid = true;
+	r->w_rep_flags = f;
+	r->w_rep_gen = m.gen;
+	if (f & WIT_F_RELEASE)
+		r->w_release = false;
+}
+
+static void send_claim(struct repl *r)
+{
+	struct wit_vol_msg m;
+
+	make_msg(r, &m, r->w_claim_want == CLAIM_ADMIN ? WIT_F_FORCE : 0);
+	m.seq = ++r->w_seq;
+	if (!wit_client_send(r->wc, WIT_CLAIM, &m))
+		return;
+	r->w_claim_seq = m.seq;
+	r->w_claim_ns = ev_now(r->ev);
+	log_info("volume %s: asking the witness to make this node primary%s", r->v->name,
+		 r->w_claim_want == CLAIM_ADMIN ? " (by hand)" : "");
+}
+
+/* A secondary that may take over by itself (N6, N7): failover auto, its
+ * disk not known to be behind, and no peer connected. */
+static bool may_claim(const struct repl *r)
+{
+	return r->auto_failover && r->v->role == VOL_SECONDARY && !peer_connected(r) &&
+	       (r->v->disk == VOL_UPTODATE || r->v->disk == VOL_CONSISTENT) &&
+	       r->rstate != RR_SYNCTARGET && !r->admin_down && !r->shutting_down;
+}
+
+void quorum_kick(struct repl *r)
+{
+	uint64_t now;
+
+	if (!r->wc || !r->w_up || r->shutting_down)
+		return;
+	send_report(r);
+	now = ev_now(r->ev);
+	/* Only while the record names a primary (another node that may be
+	 * gone, or this one: N7); after an orderly demotion it names none, and
+	 * no one takes over by itself. */
+	if (r->w_claim_want == CLAIM_NONE && may_claim(r) && r->w_heard && r->w_primary[0] &&
+	    now - r->w_claim_ns >= CLAIM_RETRY_NS)
+		r->w_claim_want = CLAIM_AUTO;
+	if (r->w_claim_want == CLAIM_AUTO && !may_claim(r)) {
+		r->w_claim_want = CLAIM_NONE; /* Q4: a peer came, or the disk changed */
+		r->w_claim_seq = 0;
+	}
+	if (r->w_claim_want && !r->w_claim_seq)
+		send_claim(r);
+}
+
+bool quorum_peer_lost(struct repl *r)
+{
+	if (!r->wc || !may_claim(r) || (r->w_heard && !r->w_primary[0]))
+		return false;
+	r->w_claim_want = CLAIM_AUTO;
+	r->w_claim_seq = 0;
+	r->w_claim_ns = 0;
+	quorum_kick(r);
+	return true;
+}
+
+/* Steps down without the peer: held writes fail, the role goes; no flush
+ * can reach the peer, and conn_lost marked what it may lack (R7). */
+static void step_down(struct repl *r, const char *why)
+{
+	struct vol *v = r->v;
+
+	release_held(r, -EIO);
+	if (v->role != VOL_PRIMARY)
+		return;
+	log_warn("volume %s: stepping down to secondary: %s", v->name, why);
+	v->md->sb.flags &= ~TANDEM_MD_F_PRIMARY;
+	vol_md_write(v);
+	vol_set_role(v, VOL_SECONDARY);
+	v->demoting = false;
+	{
+		char extra[200];
+		snprintf(extra, sizeof(extra), "\"reason\":\"%s\"", why);
+		vol_event(v, "stepped-down", "primary", "secondary", extra);
+	}
+	if (r->conn && r->conn->hs_stage == ST_RUN)
+		send_state(r->conn);
+}
+
+/* N5: another node holds the record, granted by the witness: it holds
+ * every acknowledged write (W3.1), and what this node wrote alone since its
+ * last common generation was never acknowledged (Q1). That branch is given
+ * up: the bits stay marked, and the next connect makes this node the sync
+ * target, so those regions are copied back from the new primary. */
+static void give_up_branch(struct repl *r, const char *primary)
+{
+	struct md_sb *m = sb(r);
+
+	if (m->gen_bitmap <= GEN_EMPTY)
+		return;
+	log_warn("volume %s: giving up generation %016llx (written without the peer, never "
+		 "acknowledged: %s is primary); back to %016llx",
+		 r->v->name, (unsigned long long)m->gen_current, primary,
+		 (unsigned long long)m->gen_bitmap);
+	m->gen_current = m->gen_bitmap;
+	m->gen_bitmap = GEN_NONE;
+	vol_md_write(r->v);
+	if (r->v->disk == VOL_UPTODATE || r->v->disk == VOL_CONSISTENT)
+		vol_set_disk(r->v, VOL_OUTDATED);
+}
+
+static void deposed(struct repl *r, const char *primary)
+{
+	char why[160];
+
+	snprintf(why, sizeof(why), "the witness names %s primary", primary);
+	step_down(r, why);
+	give_up_branch(r, primary);
+	if (r->v->disk == VOL_UPTODATE || r->v->disk == VOL_CONSISTENT)
+		vol_set_disk(r->v, VOL_OUTDATED);
+	if (r->conn)
+		conn_abort(r->conn); /* a new handshake with the new facts */
+}
+
+static void on_session(void *ctx, bool up)
+{
+	struct repl *r = ctx;
+
+	r->w_up = up;
+	r->w_rep_valid = false;
+	r->w_heard = false;
+	/* Q1: an acknowledgement counts only on the session that gave it. */
+	r->w_alone_seq = 0;
+	r->w_claim_seq = 0;
+	if (up)
+		quorum_kick(r);
+}
+
+static void on_verdict(void *ctx, uint16_t type, const struct wit_verdict *v)
+{
+	struct repl *r = ctx;
+	const char *self = r->cfg->nodes[r->self].name;
+
+	snprintf(r->w_primary, sizeof(r->w_primary), "%s", v->primary);
+	r->w_heard = true;
+	if (type == WIT_REPORT_ACK) {
+		uint64_t e = r->w_rep_ring[v->seq % 16];
+		uint32_t f = (e >> 8) == v->seq ? (uint32_t)(e & 0xff) : 0;
+		if (v->seq > r->w_seq)
+			return;
+		if (v->result == WIT_R_DEPOSED) {
+			if (r->v->role == VOL_PRIMARY && v->primary[0])
+				deposed(r, v->primary);
+			else if (r->v->role == VOL_PRIMARY)
+				step_down(r, "the witness does not know this node for this volume");
+			return;
+		}
+		/* A node that stepped down (N4) learns here who took over. */
+		if (r->v->role == VOL_SECONDARY && v->primary[0] && strcmp(v->primary, self) &&
+		    !peer_connected(r))
+			give_up_branch(r, v->primary);
+		if ((f & WIT_F_PRIMARY) && !(f & WIT_F_SYNCED) && v->seq > r->w_alone_seq)
+			r->w_alone_seq = v->seq;
+		if (r->v->role == VOL_PRIMARY && alone_ok(r) && r->nheld) {
+			log_info("volume %s: the witness knows this node writes alone: %u held "
+				 "write(s) complete",
+				 r->v->name, r->nheld);
+			release_held(r, 0);
+		}
+		quorum_kick(r);
+		return;
+	}
+	/* CLAIM_REPLY */
+	if (!r->w_claim_seq || v->seq != r->w_claim_seq)
+		return; /* Q4: not the claim in flight */
+	r->w_claim_seq = 0;
+	if (v->result == WIT_R_OK) {
+		enum claim_why why = r->w_claim_want;
+		char msg[200] = "";
+		r->w_claim_want = CLAIM_NONE;
+		if (why == CLAIM_ADMIN) {
+			r->w_claim_result = 1;
+			return; /* repl_promote, polled, goes on */
+		}
+		if (!may_claim(r))
+			return; /* Q4 */
+		log_info("volume %s: the witness agrees (epoch %llu): promoting this node", r->v->name,
+			 (unsigned long long)v->epoch);
+		if (promote_now(r, msg, sizeof(msg)))
+			log_err("volume %s: promotion failed: %s", r->v->name, msg);
+		else
+			vol_event(r->v, "failover", "secondary", "primary", "\"by\":\"witness\"");
+		return;
+	}
+	if (r->w_claim_want == CLAIM_ADMIN) {
+		r->w_claim_want = CLAIM_NONE;
+		r->w_claim_result = v->reason == WIT_PRIMARY_ALIVE ? -EBUSY : -EPERM;
+		snprintf(r->w_claim_msg, sizeof(r->w_claim_msg), "the witness refused: %s%s%s",
+			 wit_reason_name(v->reason), v->primary[0] ? "; primary: " : "",
+			 v->primary[0] ? v->primary : "");
+		return;
+	}
+	r->w_claim_want = CLAIM_NONE;
+	log_info("volume %s: the witness refused the takeover: %s", r->v->name,
+		 wit_reason_name(v->reason));
+	/* A node known to lack writes never claims again by itself (N6). */
+	if ((v->reason == WIT_NOT_SYNCED || v->reason == WIT_OLDER_DATA) &&
+	    (r->v->disk == VOL_UPTODATE || r->v->disk == VOL_CONSISTENT) &&
+	    strcmp(v->primary, self))
+		vol_set_disk(r->v, VOL_OUTDATED);
+}
+
+static const struct wit_vol_ops quorum_wit_ops = { .session = on_session,
+						   .verdict = on_verdict };
+
+static void quorum_tick(struct ev_timer *t)
+{
+	struct repl *r = container_of(t, struct repl, q_timer);
+	uint64_t now = ev_now(r->ev);
+	uint64_t qt = (uint64_t)r->cfg->quorum_timeout_ms * 1000000ull;
+	bool q = peer_connected(r) || r->w_up;
+
+	if (r->shutting_down)
+		return;
+	if (q != r->quorum) {
+		r->quorum = q;
+		vol_event(r->v, "quorum", q ? "false" : "true", q ? "true" : "false", NULL);
+		if (!q)
+			log_warn("volume %s: no quorum: neither %s nor the witness is reachable",
+				 r->v->name, peer_name(r));
+		else
+			log_info("volume %s: quorum again", r->v->name);
+	}
+	if (r->v->role == VOL_PRIMARY && !q) {
+		if (!r->noquorum_ns)
+			r->noquorum_ns = now;
+		else if (now - r->noquorum_ns >= qt)
+			step_down(r, "no quorum for quorum-timeout");
+	} else {
+		r->noquorum_ns = 0;
+	}
+	/* Q3: a write held for quorum-timeout fails. */
+	while (!list_empty(&r->held)) {
+		struct vol_io *io = container_of(r->held.next, struct vol_io, rep.link);
+		if (now - io->rep.t0 < qt)
+			break;
+		list_del(&io->rep.link);
+		r->nheld--;
+		vol_complete(io, -EIO);
+	}
+	quorum_kick(r);
+	ev_timer_arm(r->ev, &r->q_timer, QTICK_NS);
+}
+
+int quorum_init(struct repl *r, struct wit_client *wc)
+{
+	int h;
+
+	list_init(&r->held);
+	r->quorum = true;
+	r->q_timer.fn = quorum_tick;
+	if (!wc)
+		return 0;
+	h = wit_client_attach(wc, r->v->name, &quorum_wit_ops, r);
+	if (h < 0)
+		return h;
+	r->wc = wc;
+	return 0;
+}
+
+void quorum_start(struct repl *r)
+{
+	if (r->wc)
+		ev_timer_arm(r->ev, &r->q_timer, QTICK_NS);
+}
+
+void quorum_shutdown(struct repl *r)
+{
+	ev_timer_cancel(r->ev, &r->q_timer);
+	release_held(r, -EIO);
+}
+
+void repl_release_held(struct repl *r)
+{
+	release_held(r, -EIO);
+}
