@@ -30,7 +30,10 @@
  *   verify      none|done|aborted -> running [`verify`: repl_verify]
  *               running -> done             [vfy_finish]
  *               running -> aborted          [rs_abort: the connection is gone]
- *   disk (this node) uptodate -> outdated     [a secondary loses its primary peer]
+ *   disk (this node) uptodate -> outdated     [a secondary loses its primary peer
+ *                                              (with a witness: its claim is refused)]
+ *                    consistent -> outdated   [the witness refuses its claim, or
+ *                                              names another primary: repl_quorum.c]
  *                    outdated -> uptodate     [verdict equal]
  *                    (start) -> consistent    [opened up to date, not just created: R9]
  *                    consistent -> uptodate   [verdict equal or source; --force]

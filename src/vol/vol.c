@@ -112,6 +112,7 @@ static void set_disk(struct vol *v, enum vol_disk d, bool opening)
 				   [VOL_INCONSISTENT] = true,
 				   [VOL_FAILED] = true },
 		[VOL_CONSISTENT] = { [VOL_UPTODATE] = true,
+				     [VOL_OUTDATED] = true,
 				     [VOL_INCONSISTENT] = true,
 				     [VOL_FAILED] = true },
 		[VOL_INCONSISTENT] = { [VOL_UPTODATE] = true, [VOL_FAILED] = true },

@@ -15,8 +15,8 @@
  *   role   (open) -> secondary      [vol_open: another node is first primary]
  *   role   secondary -> primary     [vol_set_role from repl_promote]
  *          primary -> secondary     [vol_set_role from repl_demote]
- * (repl.h has the disk transitions of a replicated volume: uptodate ->
- * outdated, outdated|consistent -> uptodate, any -> inconsistent,
+ * (repl.h has the disk transitions of a replicated volume: uptodate|
+ * consistent -> outdated, outdated|consistent -> uptodate, any -> inconsistent,
  * inconsistent -> uptodate; every change after vol_open goes through
  * vol_set_disk and vol_set_role.)
  * Invariants:

@@ -123,7 +123,12 @@ print($1)"
 }
 
 # acked FILE: how many writes the failclient log FILE holds.
-acked() { grep -c '^[0-9]' "$1" 2>/dev/null || true; }
+acked()
+{
+	local c
+	c=$(grep -c '^[0-9]' "$1" 2>/dev/null)
+	echo "${c:-0}"
+}
 
 # wait_acked FILE N [SECONDS]: until the log holds N writes.
 wait_acked()
