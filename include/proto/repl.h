@@ -46,7 +46,8 @@
 /* features: both sides send the bits they know and use the AND */
 #define REPL_FEAT_RESYNC2 (1ull << 0) /* RS_ZERO, CSUM, RS_START, ACK_DIFFERS */
 #define REPL_FEAT_META (1ull << 1)    /* META */
-#define REPL_FEATURES_KNOWN (REPL_FEAT_RESYNC2 | REPL_FEAT_META)
+#define REPL_FEAT_SWITCH (1ull << 2) /* SWITCH */
+#define REPL_FEATURES_KNOWN (REPL_FEAT_RESYNC2 | REPL_FEAT_META | REPL_FEAT_SWITCH)
 #define REPL_MAX_META 32736u          /* = TANDEM_MD_META_MAX */
 
 enum repl_type {
@@ -72,8 +73,14 @@ enum repl_type {
 	REPL_META = 26,     /* primary -> secondary: the volume attributes image (SCSI
 			     * persistent reservations), 0..REPL_MAX_META bytes, no fixed
 			     * part; stored durably before the next message is read */
+	REPL_SWITCH = 27,   /* a planned switchover (body as PING, cookie = the step):
+			     * REPL_SW_DEMOTE asks the primary to step down for the
+			     * sender, REPL_SW_PROMOTE tells the receiver to take over */
 	REPL_TYPE_MAX
 };
+
+#define REPL_SW_DEMOTE 1u
+#define REPL_SW_PROMOTE 2u
 
 struct repl_hdr {
 	uint32_t magic;  /* REPL_HDR_MAGIC */

@@ -325,6 +325,26 @@ static void run_command(struct ctl_conn *c, int argc, char **argv)
 			out_add(c, "error volume %s is %s\n", v->name, vol_disk_name(v->disk));
 		else
 			out_add(c, "wait volume %s is %s\n", v->name, vol_disk_name(v->disk));
+	} else if (strcmp(cmd, "switchover") == 0 && (argc == 2 || argc == 3)) {
+		struct vol *v = find(s, argv[1]);
+		char msg[256] = "";
+		int r;
+		if (!v) {
+			out_add(c, "error no volume named '%s' on node %s\n", argv[1], s->info.node);
+			return;
+		}
+		if (!v->repl) {
+			out_add(c, "error volume %s lives on this node only (no replication)\n",
+				v->name);
+			return;
+		}
+		r = repl_switchover(v->repl, argc == 3 ? argv[2] : NULL, msg, sizeof(msg));
+		if (r == 0)
+			out_add(c, "ok\n");
+		else if (r == -EAGAIN)
+			out_add(c, "wait volume %s: %s\n", v->name, msg[0] ? msg : "under way");
+		else
+			out_add(c, "error %s\n", msg[0] ? msg : strerror(-r));
 	} else if ((strcmp(cmd, "primary") == 0 && (argc == 2 || (argc == 3 &&
 		    strcmp(argv[2], "--force") == 0))) ||
 		   (argc == 2 && (strcmp(cmd, "secondary") == 0 || strcmp(cmd, "connect") == 0 ||

@@ -133,6 +133,7 @@ int repl_new(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned se
 	list_init(&r->rs_inflight);
 	list_init(&r->rs_runs);
 	quorum_init(r, NULL);
+	sw_init(r);
 	r->auto_failover = !cv->failover_manual;
 	addr = cfg->nodes[r->peer_ix].replication_advertise[0]
 		       ? cfg->nodes[r->peer_ix].replication_advertise
@@ -226,6 +227,7 @@ void repl_shutdown(struct repl *r)
 {
 	r->shutting_down = true;
 	quorum_shutdown(r);
+	sw_reset(r);
 	ev_timer_cancel(r->ev, &r->retry);
 	net_dial_cancel(&r->dial);
 	{

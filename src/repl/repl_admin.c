@@ -378,9 +378,138 @@ void repl_get_status(const struct repl *r, struct repl_status *st)
 	st->held_writes = r->nheld;
 }
 
+/* ---- planned switchover ----
+ * The node that is to become primary (the target) and the primary may be
+ * either end of the command: the primary demotes first (R11: both nodes
+ * flushed, the peer has heard of it; with a witness its record is released,
+ * W2), then the target promotes (with a witness: its claim, granted at once
+ * since the record names no primary). A step the peer must take is asked
+ * with SWITCH and polled there by sw_timer; the command here is polled by
+ * tandemctl (-EAGAIN) until the peer's STATE shows the outcome. */
+
+#define SW_POLL_NS (5ull * 1000000ull)
+#define SW_MAX_NS (30ull * 1000000000ull)
+
+static void sw_poll(struct ev_timer *t)
+{
+	struct repl *r = container_of(t, struct repl, sw_timer);
+	char msg[256] = "";
+	int rc;
+
+	if (!r->sw_step || r->shutting_down)
+		return;
+	rc = r->sw_step == REPL_SW_DEMOTE ? repl_demote(r, msg, sizeof(msg))
+					  : repl_promote(r, false, msg, sizeof(msg));
+	if (rc == -EAGAIN) {
+		ev_timer_arm(r->ev, &r->sw_timer, SW_POLL_NS);
+		return;
+	}
+	if (rc)
+		log_warn("volume %s: switchover asked by %s: %s", r->v->name, peer_name(r), msg);
+	else
+		log_info("volume %s: switchover asked by %s: %s", r->v->name, peer_name(r),
+			 r->sw_step == REPL_SW_DEMOTE ? "now secondary" : "now primary");
+	r->sw_step = 0;
+}
+
+void sw_init(struct repl *r)
+{
+	r->sw_timer.fn = sw_poll;
+}
+
+void sw_reset(struct repl *r)
+{
+	r->sw_step = 0;
+	r->sw_sent = 0;
+	ev_timer_cancel(r->ev, &r->sw_timer);
+}
+
+int msg_switch(struct rconn *c, const struct repl_msg *m)
+{
+	struct repl *r = c->r;
+
+	log_info("volume %s: %s asks for a switchover: %s", r->v->name, c->peer_node,
+		 m->u.ping.cookie == REPL_SW_DEMOTE ? "this node steps down" : "this node takes over");
+	r->sw_step = (uint8_t)m->u.ping.cookie;
+	ev_timer_arm(r->ev, &r->sw_timer, 0);
+	return 0;
+}
+
+static int sw_ask(struct repl *r, uint8_t step)
+{
+	uint8_t b[32];
+
+	if (r->sw_sent == step)
+		return -EAGAIN;
+	if (!(r->conn->features & REPL_FEAT_SWITCH))
+		return -EOPNOTSUPP;
+	r->sw_sent = step;
+	send_small(r->conn, b, repl_enc_ping(b, REPL_SWITCH, step));
+	return -EAGAIN;
+}
+
 int repl_switchover(struct repl *r, const char *to, char *msg, size_t len)
 {
-	(void)to;
-	snprintf(msg, len, "volume %s: switchover is not available yet", r->v->name);
-	return -EOPNOTSUPP;
+	struct vol *v = r->v;
+	const char *self = r->cfg->nodes[r->self].name;
+	bool to_self;
+	int rc;
+
+	if (to && strcmp(to, self) && strcmp(to, peer_name(r))) {
+		snprintf(msg, len, "volume %s lives on %s and %s, not on %s", v->name, self,
+			 peer_name(r), to);
+		return -EINVAL;
+	}
+	/* Without a node named, the target is decided once, by the first call
+	 * (tandemctl polls: the roles change under the later ones). */
+	if (to) {
+		to_self = !strcmp(to, self);
+	} else {
+		if (!r->sw_target || ev_now(r->ev) - r->sw_t0 > SW_MAX_NS) {
+			r->sw_target = v->role != VOL_PRIMARY ? 1 : 2;
+			r->sw_t0 = ev_now(r->ev);
+		}
+		to_self = r->sw_target == 1;
+	}
+	if (to_self && v->role == VOL_PRIMARY && !(r->have_peer && r->peer.role == REPL_ROLE_PRIMARY)) {
+		r->sw_sent = 0;
+		r->sw_target = 0;
+		return 0; /* done (or nothing to do) */
+	}
+	if (!to_self && v->role == VOL_SECONDARY && r->have_peer &&
+	    r->peer.role == REPL_ROLE_PRIMARY && peer_ready(r)) {
+		r->sw_sent = 0;
+		r->sw_target = 0;
+		return 0;
+	}
+	if (!peer_ready(r) || r->rstate != RR_ESTABLISHED) {
+		snprintf(msg, len, "volume %s: %s is not connected and in sync; a switchover needs both",
+			 v->name, peer_name(r));
+		r->sw_target = 0;
+		return -ENOTCONN;
+	}
+	if (to_self) {
+		if (r->peer.role == REPL_ROLE_PRIMARY) {
+			rc = sw_ask(r, REPL_SW_DEMOTE);
+			snprintf(msg, len, "%s is stepping down", peer_name(r));
+			return rc;
+		}
+		rc = repl_promote(r, false, msg, len);
+		if (rc != -EAGAIN) {
+			r->sw_sent = 0;
+			r->sw_target = 0;
+		}
+		return rc;
+	}
+	if (v->role == VOL_PRIMARY) {
+		rc = repl_demote(r, msg, len);
+		if (rc) {
+			if (rc != -EAGAIN)
+				r->sw_target = 0;
+			return rc;
+		}
+	}
+	rc = sw_ask(r, REPL_SW_PROMOTE);
+	snprintf(msg, len, "%s is taking over", peer_name(r));
+	return rc;
 }

@@ -30,7 +30,8 @@ static uint32_t fixed_len(uint16_t type)
 	case REPL_FLUSH: return sizeof(struct repl_flush);
 	case REPL_ACK: return sizeof(struct repl_ack);
 	case REPL_PING:
-	case REPL_PONG: return sizeof(struct repl_ping);
+	case REPL_PONG:
+	case REPL_SWITCH: return sizeof(struct repl_ping);
 	case REPL_RS_DONE:
 	case REPL_RS_START:
 	case REPL_SET_GEN: return sizeof(struct repl_gen);
@@ -251,8 +252,12 @@ int repl_decode_body(const uint8_t *in, struct repl_msg *m)
 	}
 	case REPL_PING:
 	case REPL_PONG:
+	case REPL_SWITCH:
 		memcpy(&m->u.ping, in, sizeof(m->u.ping));
 		L64(m->u.ping.cookie);
+		if (m->type == REPL_SWITCH && m->u.ping.cookie != REPL_SW_DEMOTE &&
+		    m->u.ping.cookie != REPL_SW_PROMOTE)
+			return -EBADMSG;
 		return 0;
 	case REPL_RS_DONE:
 	case REPL_RS_START:

@@ -245,7 +245,7 @@ struct msg_type {
 	int (*fn)(struct rconn *c, const struct repl_msg *m);
 };
 
-#define REPL_TYPE_END (REPL_META + 1)
+#define REPL_TYPE_END (REPL_SWITCH + 1)
 
 /* (ERROR in every stage: a refusal may come at any point) */
 static const struct msg_type msg_types[REPL_TYPE_END] = {
@@ -293,6 +293,9 @@ static const struct msg_type msg_types[REPL_TYPE_END] = {
 	[REPL_RS_DONE] = { .stages = STG(ST_RUN),
 			   .min_len = sizeof(struct repl_gen),
 			   .fn = msg_rs_done },
+	[REPL_SWITCH] = { .stages = STG(ST_RUN),
+			  .min_len = sizeof(struct repl_ping),
+			  .fn = msg_switch },
 	[REPL_SET_GEN] = { .stages = STG(ST_RUN),
 			   .min_len = sizeof(struct repl_gen),
 			   .fn = msg_set_gen },
@@ -466,6 +469,7 @@ static void conn_lost(struct repl *r, const char *why)
 	repl_set_rstate(r, RR_OFF);
 	repl_set_cstate(r, r->admin_down || r->shutting_down ? RC_STANDALONE : RC_CONNECTING);
 	r->demote_cookie = 0;
+	sw_reset(r);
 	schedule_dial(r);
 }
 

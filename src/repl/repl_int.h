@@ -210,13 +210,17 @@ struct repl {
 	char w_primary[WIT_NAME_LEN]; /* the record's primary as last heard */
 	bool w_heard;                 /* ... heard at all on this session */
 	bool quorum;                  /* shown in status */
+	uint64_t q_start_ns;          /* quorum_start: claims of a starting node wait a while */
 	uint64_t noquorum_ns;         /* a primary without quorum since; 0 it has it */
 	struct list held;             /* writes waiting for quorum (N1) */
 	unsigned nheld;
 	struct ev_timer q_timer;
-	/* planned switchover (repl_switchover) */
-	uint8_t sw_role; /* SW_NONE, SW_DEMOTE (the peer asked this primary), SW_PROMOTE */
-	bool sw_sent;
+	/* planned switchover (repl_switchover, msg_switch) */
+	uint8_t sw_step;    /* asked by the peer: REPL_SW_DEMOTE | REPL_SW_PROMOTE; 0 none */
+	uint8_t sw_sent;    /* what this node asked of the peer; 0 nothing */
+	uint8_t sw_target;  /* a switchover without a node named: 1 this node, 2 the peer */
+	uint64_t sw_t0;     /* ... decided then (a later command decides again) */
+	struct ev_timer sw_timer; /* polls the asked step */
 };
 
 struct repl_server {
@@ -255,6 +259,11 @@ bool quorum_peer_lost(struct repl *r);
 void quorum_kick(struct repl *r);
 /* The common end of a promotion (admin, claim granted): 0 or -errno. */
 int promote_now(struct repl *r, char *msg, size_t len);
+
+/* repl_admin.c: the peer's part of a planned switchover */
+int msg_switch(struct rconn *c, const struct repl_msg *m);
+void sw_init(struct repl *r);
+void sw_reset(struct repl *r);
 
 /* repl_state.c: the state machines: one writer each */
 void repl_set_rstate(struct repl *r, enum repl_rep_state s);

@@ -155,7 +155,9 @@ void quorum_kick(struct repl *r)
 	 * gone, or this one: N7); after an orderly demotion it names none, and
 	 * no one takes over by itself. */
 	if (r->w_claim_want == CLAIM_NONE && may_claim(r) && r->w_heard && r->w_primary[0] &&
-	    now - r->w_claim_ns >= CLAIM_RETRY_NS)
+	    now - r->w_claim_ns >= CLAIM_RETRY_NS &&
+	    (!strcmp(r->w_primary, r->cfg->nodes[r->self].name) ||
+	     now - r->q_start_ns >= r->timeout_ns)) /* a starting node tries its peer first */
 		r->w_claim_want = CLAIM_AUTO;
 	if (r->w_claim_want == CLAIM_AUTO && !may_claim(r)) {
 		r->w_claim_want = CLAIM_NONE; /* Q4: a peer came, or the disk changed */
@@ -382,6 +384,7 @@ int quorum_init(struct repl *r, struct wit_client *wc)
 
 void quorum_start(struct repl *r)
 {
+	r->q_start_ns = ev_now(r->ev);
 	if (r->wc)
 		ev_timer_arm(r->ev, &r->q_timer, QTICK_NS);
 }
