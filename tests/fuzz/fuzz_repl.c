@@ -56,7 +56,8 @@ static size_t fixed_size(uint16_t type)
 	case REPL_FLUSH: return sizeof(struct repl_flush);
 	case REPL_ACK: return sizeof(struct repl_ack);
 	case REPL_PING:
-	case REPL_PONG: return sizeof(struct repl_ping);
+	case REPL_PONG:
+	case REPL_SWITCH: return sizeof(struct repl_ping);
 	case REPL_RS_DONE:
 	case REPL_RS_START:
 	case REPL_SET_GEN: return sizeof(struct repl_gen);
@@ -168,7 +169,8 @@ static void check_fields(const struct repl_msg *m, const uint8_t *body, uint32_t
 		break;
 	}
 	case REPL_PING:
-	case REPL_PONG: break;
+	case REPL_PONG:
+	case REPL_SWITCH: break;
 	case REPL_RS_DONE:
 	case REPL_RS_START:
 	case REPL_SET_GEN: CHECK(m->u.gen.gen_current >= 2); break;
@@ -218,7 +220,8 @@ static size_t reencode(const struct repl_msg *m, uint8_t *out)
 		}
 		return n;
 	case REPL_PING:
-	case REPL_PONG: return repl_enc_ping(out, m->type, m->u.ping.cookie);
+	case REPL_PONG:
+	case REPL_SWITCH: return repl_enc_ping(out, m->type, m->u.ping.cookie);
 	case REPL_RS_DONE:
 	case REPL_RS_START:
 	case REPL_SET_GEN:
