@@ -35,6 +35,44 @@ def pattern(off, bs):
     return d * (bs // len(d))
 
 
+class IscsiConn:
+    """The same requests over iSCSI (tests/integration/iscsi_initiator.py):
+    WRITE(10) / READ(10) of whole 512-byte blocks; a unit attention is
+    answered by sending the command again on the same session."""
+
+    def __init__(self, host, port, iqn):
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                        "..", "integration"))
+        import iscsi_initiator as ii
+        self.ii = ii
+        try:
+            self.sess = ii.Session(port, iqn, initiator="iqn.2026-12.test:failclient")
+        except SystemExit:
+            raise ConnectionError("login failed")
+        if self.sess.login_status != (0, 0):
+            raise ConnectionError("login refused")
+        self.sess.s.settimeout(30)
+
+    def req(self, cmd, off, length, data=b""):
+        lba, n = off // 512, length // 512
+        cdb = struct.pack(">BBIBHB", 0x2a if cmd == 1 else 0x28, 0, lba, 0, n, 0)
+        for _ in range(4):
+            try:
+                if cmd == 1:
+                    st, _, sense, _ = self.sess.cmd(cdb, edtl=length, data=data)
+                else:
+                    st, rd, sense, _ = self.sess.cmd(cdb, edtl=length, read=True)
+            except SystemExit:
+                raise ConnectionError("session failed")
+            k = self.ii.sense_key(sense) if st else None
+            if st == 0:
+                return None if cmd == 1 else rd
+            if k and k[0] == 6:
+                continue  # unit attention: once more
+            raise IOError("status 0x%02x sense %s" % (st, k))
+        raise IOError("unit attentions without end")
+
+
 class Conn:
     def __init__(self, host, port):
         self.s, _ = connect(host, port, timeout=2)
@@ -62,7 +100,7 @@ def write(a):
         off = a.first + n * a.bs
         if conn is None:
             try:
-                conn = Conn(*nodes[cur])
+                conn = IscsiConn(nodes[cur][0], nodes[cur][1], a.iqn) if a.iqn else Conn(*nodes[cur])
             except Exception:
                 conn = None
                 if t_fail is None:
@@ -78,7 +116,7 @@ def write(a):
             conn.req(1, off, a.bs, pattern(off, a.bs))
         except Exception:
             try:
-                conn.s.close()
+                (conn.sess.s if a.iqn else conn.s).close()
             except Exception:
                 pass
             conn = None
@@ -133,6 +171,7 @@ def main():
     w.add_argument("--count", type=int, default=1 << 30)
     w.add_argument("--rate", type=float, default=0)
     w.add_argument("--stop")
+    w.add_argument("--iqn", help="iSCSI: the target name (the nodes are iSCSI portals)")
     c = sub.add_parser("check")
     c.add_argument("--log", required=True)
     c.add_argument("--bs", type=int, default=4096)
