@@ -142,6 +142,14 @@ bench: all
 	@bash bench/repl.sh
 	@bash bench/resync.sh
 	@bash bench/iscsi.sh
+	@bash bench/failover.sh
+
+# Random fault schedules on a real cluster with a witness (tests/soak):
+# SOAK_SCHEDULES (default 200), SOAK_SEED (default: from the clock, printed).
+SOAK_SCHEDULES ?= 200
+soak: all
+	@python3 tests/soak/witness_soak.py --build $(B) --schedules $(SOAK_SCHEDULES) \
+		$(if $(SOAK_SEED),--seed $(SOAK_SEED))
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man8 \

@@ -30,8 +30,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nbdclient import connect, recvall  # noqa: E402
 
 
+SALT = b""
+
+
 def pattern(off, bs):
-    d = hashlib.sha256(b"tandem-fail:%d" % off).digest()
+    d = hashlib.sha256(b"tandem-fail:%s%d" % (SALT, off)).digest()
     return d * (bs // len(d))
 
 
@@ -177,7 +180,11 @@ def main():
     c.add_argument("--bs", type=int, default=4096)
     c.add_argument("--nbd")
     c.add_argument("files", nargs="*")
+    for p in (w, c):
+        p.add_argument("--salt", default="", help="part of every pattern (soak rounds)")
     a = ap.parse_args()
+    global SALT
+    SALT = a.salt.encode() + (b":" if a.salt else b"")
     write(a) if a.cmd == "write" else check(a)
 
 
