@@ -22,7 +22,9 @@ W=$(mktemp -d /var/tmp/tandem-failover.XXXXXX)
 declare -A PID=()
 WPID=
 cleanup() {
-	for p in "${PID[@]}" $WPID; do [ -n "$p" ] && kill -KILL "$p" 2>/dev/null || true; done
+	for p in "${PID[@]}" $WPID; do
+		if [ -n "$p" ]; then kill -KILL "$p" 2>/dev/null || true; fi
+	done
 	wait 2>/dev/null || true
 	rm -rf "$W"
 }
@@ -88,7 +90,7 @@ count() { local c; c=$(grep -c '^[0-9]' "$1" 2>/dev/null) || true; echo "${c:-0}
 
 # one_failover PROTO: the gap in seconds, in $W/gap
 one_failover() {
-	local proto=$1 p q nodes args=() i tk
+	local proto=$1 p q nodes args=() tk
 	p=$(primary)
 	q=$(other "$p")
 	until_true "$p" "p['replication'] == 'established' and p['disk'] == 'uptodate' and v['witness']['session']" 60
@@ -103,11 +105,11 @@ one_failover() {
 	python3 tests/tools/failclient.py write --nodes "$nodes" --log "$W/acked" \
 		--first $((8 << 20)) --rate 500 --stop "$W/stop" "${args[@]}" >"$W/client.out" 2>&1 &
 	local cpid=$!
-	for i in $(seq 200); do [ "$(count "$W/acked")" -ge 100 ] && break; sleep 0.05; done
+	for _ in $(seq 200); do [ "$(count "$W/acked")" -ge 100 ] && break; sleep 0.05; done
 	tk=$(python3 -c 'import time; print(time.monotonic())')
 	kill -KILL "${PID[$p]}"
 	wait "${PID[$p]}" 2>/dev/null || true
-	for i in $(seq 400); do grep -q '^# gap' "$W/acked" 2>/dev/null && break; sleep 0.05; done
+	for _ in $(seq 400); do grep -q '^# gap' "$W/acked" 2>/dev/null && break; sleep 0.05; done
 	sleep 0.3
 	touch "$W/stop"
 	wait "$cpid" || true

@@ -20,18 +20,18 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: tandemctl (-c FILE -n NODE | -s SOCKET) COMMAND [ARGS]\n"
-		"commands:\n"
-		"  ping                          return 0 once the node answers\n"
-		"  status [VOLUME] [--json]      volume states\n"
-		"  wait-sync VOLUME [--timeout SEC]\n"
-		"  primary VOLUME [--force] | secondary VOLUME [--timeout SEC]\n"
-		"  connect VOLUME | disconnect VOLUME | verify VOLUME | invalidate VOLUME\n"
-		"  switchover VOLUME [NODE]       planned: the primary demotes, NODE (or the\n"
-		"                                other node) promotes; waits for both\n"
-		"  events\n"
-		"  witness-status                (-c FILE only) what the cluster's witness holds\n");
+	fprintf(f, "usage: tandemctl (-c FILE -n NODE | -s SOCKET) COMMAND [ARGS]\n"
+		   "commands:\n"
+		   "  ping                          return 0 once the node answers\n"
+		   "  status [VOLUME] [--json]      volume states\n"
+		   "  wait-sync VOLUME [--timeout SEC]\n"
+		   "  primary VOLUME [--force] | secondary VOLUME [--timeout SEC]\n"
+		   "  connect VOLUME | disconnect VOLUME | verify VOLUME | invalidate VOLUME\n"
+		   "  switchover VOLUME [NODE]       planned: the primary demotes, NODE (or the\n"
+		   "                                other node) promotes; waits for both\n"
+		   "  events\n"
+		   "  witness-status                (-c FILE only) what the cluster's witness "
+		   "holds\n");
 }
 
 /* Reads one whole witness message (header and body, body <= cap). */
@@ -116,8 +116,9 @@ static int witness_status(const char *cfgpath)
 		if (m.type == WIT_AUTH) {
 			wit_mac(cfg->secret, 'W', nonce, wnonce, cfg->cluster, "tandemctl", mac);
 			if (memcmp(mac, m.u.auth.mac, WIT_MAC_LEN)) {
-				fprintf(stderr, "tandemctl: the witness at %s failed to prove the "
-						"cluster secret\n",
+				fprintf(stderr,
+					"tandemctl: the witness at %s failed to prove the "
+					"cluster secret\n",
 					cfg->witness);
 				goto out;
 			}

@@ -70,7 +70,8 @@ int main(int argc, char **argv)
 		switch (opt) {
 		case 'c':
 			if (ncfg == MAX_CLUSTERS) {
-				fprintf(stderr, "tandem-witness: at most %d clusters\n", MAX_CLUSTERS);
+				fprintf(stderr, "tandem-witness: at most %d clusters\n",
+					MAX_CLUSTERS);
 				return 2;
 			}
 			if (cfg_load(optarg, &cfgs[ncfg], err, sizeof(err))) {
@@ -78,7 +79,8 @@ int main(int argc, char **argv)
 				return 1;
 			}
 			if (!cfgs[ncfg]->witness[0]) {
-				fprintf(stderr, "tandem-witness: %s: [cluster] has no 'witness' address\n",
+				fprintf(stderr,
+					"tandem-witness: %s: [cluster] has no 'witness' address\n",
 					optarg);
 				return 1;
 			}
@@ -107,7 +109,8 @@ int main(int argc, char **argv)
 	w.sigfd = signalfd(-1, &mask, SFD_CLOEXEC);
 	w.ev = ev_new(256);
 	if (!w.ev || w.sigfd < 0) {
-		fprintf(stderr, "tandem-witness: cannot set up the event loop: %s\n", strerror(errno));
+		fprintf(stderr, "tandem-witness: cannot set up the event loop: %s\n",
+			strerror(errno));
 		goto out;
 	}
 	w.sig_op.cb = sig_cb;

@@ -46,7 +46,7 @@
 /* features: both sides send the bits they know and use the AND */
 #define REPL_FEAT_RESYNC2 (1ull << 0) /* RS_ZERO, CSUM, RS_START, ACK_DIFFERS */
 #define REPL_FEAT_META (1ull << 1)    /* META */
-#define REPL_FEAT_SWITCH (1ull << 2) /* SWITCH */
+#define REPL_FEAT_SWITCH (1ull << 2)  /* SWITCH */
 #define REPL_FEATURES_KNOWN (REPL_FEAT_RESYNC2 | REPL_FEAT_META | REPL_FEAT_SWITCH)
 #define REPL_MAX_META 32736u          /* = TANDEM_MD_META_MAX */
 
@@ -57,11 +57,11 @@ enum repl_type {
 	REPL_BITMAP = 4,
 	REPL_BITMAP_END = 5,
 	REPL_ERROR = 6,
-	REPL_WRITE = 10,    /* data write, payload follows */
-	REPL_TRIM = 11,     /* extent: contents unspecified (zero here) */
-	REPL_ZERO = 12,     /* extent: contents zero */
-	REPL_FLUSH = 13,    /* barrier: every earlier write durable, then ack */
-	REPL_ACK = 14,      /* batched completions of WRITE..FLUSH and RS_DATA */
+	REPL_WRITE = 10, /* data write, payload follows */
+	REPL_TRIM = 11,  /* extent: contents unspecified (zero here) */
+	REPL_ZERO = 12,  /* extent: contents zero */
+	REPL_FLUSH = 13, /* barrier: every earlier write durable, then ack */
+	REPL_ACK = 14,   /* batched completions of WRITE..FLUSH and RS_DATA */
 	REPL_PING = 15,
 	REPL_PONG = 16,
 	REPL_RS_DATA = 20,  /* resync: source's data of a region, payload follows */

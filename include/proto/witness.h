@@ -24,7 +24,7 @@
 
 #include <stdint.h>
 
-#define WIT_HDR_MAGIC 0x54495754u   /* "TWIT" read as LE u32 */
+#define WIT_HDR_MAGIC 0x54495754u             /* "TWIT" read as LE u32 */
 #define WIT_HELLO_MAGIC 0x31544957444e4154ull /* "TANDWIT1" */
 #define WIT_PROTO 1u
 #define WIT_NAME_LEN 64u
@@ -113,8 +113,8 @@ enum wit_reason {
 struct wit_verdict {
 	char volume[WIT_NAME_LEN];
 	uint64_t seq;
-	uint32_t result; /* enum wit_result */
-	uint32_t reason; /* enum wit_reason */
+	uint32_t result;            /* enum wit_result */
+	uint32_t reason;            /* enum wit_reason */
 	char primary[WIT_NAME_LEN]; /* the record's primary, "" none */
 	uint64_t gen;               /* the record's generation */
 	uint64_t epoch;             /* the record's epoch */

@@ -234,19 +234,40 @@ static int add_ref(struct parse *p, const char *key, const char *node, const cha
 }
 
 /* Key tables: a bit per key detects duplicates within a section. */
-static const char *const cluster_keys[] = { "name", "secret", "witness", "peer-timeout",
-					    "auth", "chap-user", "chap-secret", "chap-mutual-user",
-					    "chap-mutual-secret", "max-connections",
-					    "max-connections-per-address", "handshake-timeout",
-					    "witness-timeout", "quorum-timeout", "witness-dir",
+static const char *const cluster_keys[] = { "name",
+					    "secret",
+					    "witness",
+					    "peer-timeout",
+					    "auth",
+					    "chap-user",
+					    "chap-secret",
+					    "chap-mutual-user",
+					    "chap-mutual-secret",
+					    "max-connections",
+					    "max-connections-per-address",
+					    "handshake-timeout",
+					    "witness-timeout",
+					    "quorum-timeout",
+					    "witness-dir",
 					    NULL };
-static const char *const node_keys[] = { "replication", "iscsi", "nbd", "control",
-					 "data-dir", "metrics", "busy-poll",
-					 "replication-advertise", "witness", NULL };
-static const char *const volume_keys[] = { "size", "nodes", "replication", "async-backlog",
-					   "resync-rate", "cache", "bitmap-granularity",
-					   "resync-checksum", "auth", "chap-user", "chap-secret",
-					   "chap-mutual-user", "chap-mutual-secret", "failover",
+static const char *const node_keys[] = {
+	"replication",           "iscsi",   "nbd", "control", "data-dir", "metrics", "busy-poll",
+	"replication-advertise", "witness", NULL
+};
+static const char *const volume_keys[] = { "size",
+					   "nodes",
+					   "replication",
+					   "async-backlog",
+					   "resync-rate",
+					   "cache",
+					   "bitmap-granularity",
+					   "resync-checksum",
+					   "auth",
+					   "chap-user",
+					   "chap-secret",
+					   "chap-mutual-user",
+					   "chap-mutual-secret",
+					   "failover",
 					   NULL };
 
 static int key_index(const char *const *keys, const char *key)
@@ -407,8 +428,8 @@ static int handle_cluster(struct parse *p, const char *key, const char *val)
 		errno = 0;
 		sec = strtod(val, &end);
 		if (val[0] < '0' || val[0] > '9' || errno || *end || !(sec >= lo && sec <= hi)) {
-			fail(p, p->line, key, "'%s' is not a number of seconds from %g to %g", val, lo,
-			     hi);
+			fail(p, p->line, key, "'%s' is not a number of seconds from %g to %g", val,
+			     lo, hi);
 			return -1;
 		}
 		if (wt)

@@ -330,7 +330,8 @@ static void run_command(struct ctl_conn *c, int argc, char **argv)
 		char msg[256] = "";
 		int r;
 		if (!v) {
-			out_add(c, "error no volume named '%s' on node %s\n", argv[1], s->info.node);
+			out_add(c, "error no volume named '%s' on node %s\n", argv[1],
+				s->info.node);
 			return;
 		}
 		if (!v->repl) {
@@ -345,8 +346,8 @@ static void run_command(struct ctl_conn *c, int argc, char **argv)
 			out_add(c, "wait volume %s: %s\n", v->name, msg[0] ? msg : "under way");
 		else
 			out_add(c, "error %s\n", msg[0] ? msg : strerror(-r));
-	} else if ((strcmp(cmd, "primary") == 0 && (argc == 2 || (argc == 3 &&
-		    strcmp(argv[2], "--force") == 0))) ||
+	} else if ((strcmp(cmd, "primary") == 0 &&
+		    (argc == 2 || (argc == 3 && strcmp(argv[2], "--force") == 0))) ||
 		   (argc == 2 && (strcmp(cmd, "secondary") == 0 || strcmp(cmd, "connect") == 0 ||
 				  strcmp(cmd, "disconnect") == 0 || strcmp(cmd, "verify") == 0 ||
 				  strcmp(cmd, "invalidate") == 0))) {

@@ -131,10 +131,10 @@ struct repl_status {
 	bool split_brain;
 	const char *error; /* last refusal or failure, "" if none */
 	uint64_t gen_current, gen_bitmap;
-	int quorum;            /* 1 yes, 0 no; -1 no witness configured */
-	bool witness_session;  /* the witness session is up */
+	int quorum;                  /* 1 yes, 0 no; -1 no witness configured */
+	bool witness_session;        /* the witness session is up */
 	const char *witness_primary; /* the primary the witness names, "" none/unknown */
-	unsigned held_writes;  /* writes waiting for quorum */
+	unsigned held_writes;        /* writes waiting for quorum */
 };
 
 /* Opens the change bitmap and prepares the volume's replication with the

@@ -70,8 +70,9 @@ int repl_promote(struct repl *r, bool force, char *msg, size_t len)
 				r->w_claim_seq = 0;
 				quorum_kick(r);
 			}
-			snprintf(msg, len, "%s", r->w_up ? "waiting for the witness"
-							 : "no session with the witness");
+			snprintf(msg, len, "%s",
+				 r->w_up ? "waiting for the witness"
+					 : "no session with the witness");
 			return -EAGAIN;
 		}
 	}
@@ -429,7 +430,8 @@ int msg_switch(struct rconn *c, const struct repl_msg *m)
 	struct repl *r = c->r;
 
 	log_info("volume %s: %s asks for a switchover: %s", r->v->name, c->peer_node,
-		 m->u.ping.cookie == REPL_SW_DEMOTE ? "this node steps down" : "this node takes over");
+		 m->u.ping.cookie == REPL_SW_DEMOTE ? "this node steps down"
+						    : "this node takes over");
 	r->sw_step = (uint8_t)m->u.ping.cookie;
 	ev_timer_arm(r->ev, &r->sw_timer, 0);
 	return 0;
@@ -471,7 +473,8 @@ int repl_switchover(struct repl *r, const char *to, char *msg, size_t len)
 		}
 		to_self = r->sw_target == 1;
 	}
-	if (to_self && v->role == VOL_PRIMARY && !(r->have_peer && r->peer.role == REPL_ROLE_PRIMARY)) {
+	if (to_self && v->role == VOL_PRIMARY &&
+	    !(r->have_peer && r->peer.role == REPL_ROLE_PRIMARY)) {
 		r->sw_sent = 0;
 		r->sw_target = 0;
 		return 0; /* done (or nothing to do) */
@@ -483,7 +486,8 @@ int repl_switchover(struct repl *r, const char *to, char *msg, size_t len)
 		return 0;
 	}
 	if (!peer_ready(r) || r->rstate != RR_ESTABLISHED) {
-		snprintf(msg, len, "volume %s: %s is not connected and in sync; a switchover needs both",
+		snprintf(msg, len,
+			 "volume %s: %s is not connected and in sync; a switchover needs both",
 			 v->name, peer_name(r));
 		r->sw_target = 0;
 		return -ENOTCONN;

@@ -462,8 +462,8 @@ static void conn_lost(struct repl *r, const char *why)
 	fail_pending(r);
 	rs_abort(r);
 	r->have_peer = false;
-	if (was_run && r->v->role != VOL_PRIMARY && peer_was_primary && r->v->disk == VOL_UPTODATE &&
-	    !quorum_peer_lost(r))
+	if (was_run && r->v->role != VOL_PRIMARY && peer_was_primary &&
+	    r->v->disk == VOL_UPTODATE && !quorum_peer_lost(r))
 		vol_set_disk(r->v, VOL_OUTDATED);
 	r->clean_failed = false; /* a pass of this connection says nothing of the next */
 	repl_set_rstate(r, RR_OFF);

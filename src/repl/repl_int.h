@@ -216,10 +216,10 @@ struct repl {
 	unsigned nheld;
 	struct ev_timer q_timer;
 	/* planned switchover (repl_switchover, msg_switch) */
-	uint8_t sw_step;    /* asked by the peer: REPL_SW_DEMOTE | REPL_SW_PROMOTE; 0 none */
-	uint8_t sw_sent;    /* what this node asked of the peer; 0 nothing */
-	uint8_t sw_target;  /* a switchover without a node named: 1 this node, 2 the peer */
-	uint64_t sw_t0;     /* ... decided then (a later command decides again) */
+	uint8_t sw_step;          /* asked by the peer: REPL_SW_DEMOTE | REPL_SW_PROMOTE; 0 none */
+	uint8_t sw_sent;          /* what this node asked of the peer; 0 nothing */
+	uint8_t sw_target;        /* a switchover without a node named: 1 this node, 2 the peer */
+	uint64_t sw_t0;           /* ... decided then (a later command decides again) */
 	struct ev_timer sw_timer; /* polls the asked step */
 };
 

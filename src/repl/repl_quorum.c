@@ -298,8 +298,8 @@ static void on_verdict(void *ctx, uint16_t type, const struct wit_verdict *v)
 		}
 		if (!may_claim(r))
 			return; /* Q4 */
-		log_info("volume %s: the witness agrees (epoch %llu): promoting this node", r->v->name,
-			 (unsigned long long)v->epoch);
+		log_info("volume %s: the witness agrees (epoch %llu): promoting this node",
+			 r->v->name, (unsigned long long)v->epoch);
 		if (promote_now(r, msg, sizeof(msg)))
 			log_err("volume %s: promotion failed: %s", r->v->name, msg);
 		else
@@ -324,8 +324,7 @@ static void on_verdict(void *ctx, uint16_t type, const struct wit_verdict *v)
 		vol_set_disk(r->v, VOL_OUTDATED);
 }
 
-static const struct wit_vol_ops quorum_wit_ops = { .session = on_session,
-						   .verdict = on_verdict };
+static const struct wit_vol_ops quorum_wit_ops = { .session = on_session, .verdict = on_verdict };
 
 static void quorum_tick(struct ev_timer *t)
 {

@@ -1,6 +1,7 @@
 /* A node's witness session: see wit_client.h. */
 #include "wit_client.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +23,7 @@ enum wc_stage { WC_HELLO = 0, WC_AUTH, WC_UP };
 struct wconn {
 	struct net_peer peer;
 	struct wit_client *wc; /* NULL once the client let go of it */
-	enum wc_stage st;
+	enum wc_stage cst;     /* conn_set_stage only */
 	uint8_t nonce_me[WIT_NONCE_LEN], nonce_peer[WIT_NONCE_LEN];
 	bool have_hdr, dead;
 	struct wit_msg m;
@@ -58,6 +59,23 @@ struct wcout {
 };
 
 static void schedule_dial(struct wit_client *wc);
+
+/* The session stage's one writer (wit_client.h lists the transitions; a
+ * gone session is `dead`). */
+static void conn_set_stage(struct wconn *c, enum wc_stage to)
+{
+	static const bool legal[WC_UP + 1][WC_UP + 1] = {
+		[WC_HELLO] = { [WC_AUTH] = true },
+		[WC_AUTH] = { [WC_UP] = true },
+	};
+
+	if (!legal[c->cst][to]) {
+		log_err("witness session: illegal stage change %d -> %d", (int)c->cst, (int)to);
+		assert(!"illegal witness session transition");
+		return;
+	}
+	c->cst = to;
+}
 
 static void wcout_done(struct net_tx *tx, int err)
 {
@@ -127,7 +145,7 @@ static void handle(struct wconn *c, const uint8_t *body)
 		session_lost(wc, why);
 		return;
 	}
-	switch (c->st) {
+	switch (c->cst) {
 	case WC_HELLO:
 		if (m->type != WIT_HELLO || strcmp(m->u.hello.cluster, wc->cfg->cluster)) {
 			session_lost(wc, "the witness answered out of step");
@@ -137,7 +155,7 @@ static void handle(struct wconn *c, const uint8_t *body)
 		wit_mac(wc->cfg->secret, 'N', c->nonce_me, c->nonce_peer, wc->cfg->cluster,
 			wc->self, mac);
 		send_raw(c, buf, wit_enc_auth(buf, mac));
-		c->st = WC_AUTH;
+		conn_set_stage(c, WC_AUTH);
 		return;
 	case WC_AUTH:
 		if (m->type != WIT_AUTH) {
@@ -155,7 +173,7 @@ static void handle(struct wconn *c, const uint8_t *body)
 			session_lost(wc, "the witness failed authentication");
 			return;
 		}
-		c->st = WC_UP;
+		conn_set_stage(c, WC_UP);
 		wc->up = true;
 		wc->backoff_ms = RETRY_MIN_MS;
 		wc->last_error[0] = 0;
@@ -253,8 +271,7 @@ static void dial_cb(struct net_dial *d, int fd)
 		schedule_dial(wc);
 		return;
 	}
-	if (net_peer_open(&c->peer, wc->ev, NULL, fd, NULL, 16u * 1024u, &wconn_ops,
-			  &wconn_pops)) {
+	if (net_peer_open(&c->peer, wc->ev, NULL, fd, NULL, 16u * 1024u, &wconn_ops, &wconn_pops)) {
 		free(c);
 		schedule_dial(wc);
 		return;
@@ -294,7 +311,7 @@ static void tick(struct ev_timer *t)
 	if (wc->c) {
 		if (now - wc->last_rx_ns >= wc->timeout_ns)
 			session_lost(wc, "the witness is silent");
-		else if (wc->c->st == WC_UP)
+		else if (wc->c->cst == WC_UP)
 			send_raw(wc->c, buf, wit_enc_ping(buf, WIT_PING, ++wc->cookie));
 	}
 	ev_timer_arm(wc->ev, &wc->tick, wc->timeout_ns / 4);

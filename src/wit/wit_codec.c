@@ -242,7 +242,8 @@ const char *wit_reason_name(uint32_t reason)
 	switch (reason) {
 	case WIT_NONE: return "none";
 	case WIT_NOT_SYNCED: return "the primary may have acknowledged writes this node lacks";
-	case WIT_OLDER_DATA: return "this node's data generation is not the one the witness vouched for";
+	case WIT_OLDER_DATA:
+		return "this node's data generation is not the one the witness vouched for";
 	case WIT_PRIMARY_ALIVE: return "the primary still holds its session with the witness";
 	case WIT_NO_RECORD: return "no primary ever reported this volume to the witness";
 	case WIT_NOT_MEMBER: return "the witness does not know this volume or node";

@@ -18,7 +18,7 @@ struct wit_msg {
 		struct wit_hello hello;
 		struct wit_auth auth;
 		struct wit_ping ping;
-		struct wit_vol_msg vol;   /* REPORT, CLAIM */
+		struct wit_vol_msg vol;  /* REPORT, CLAIM */
 		struct wit_verdict verd; /* REPORT_ACK, CLAIM_REPLY */
 	} u;
 	const uint8_t *var;

@@ -61,8 +61,8 @@ static bool holds_gen(const struct wit_vol_msg *m, uint64_t g)
 }
 
 enum wit_claim_outcome wit_rec_claim(const struct wit_rec *r, const char *node,
-				     const struct wit_vol_msg *m, bool primary_alive,
-				     bool in_grace, uint32_t *reason)
+				     const struct wit_vol_msg *m, bool primary_alive, bool in_grace,
+				     uint32_t *reason)
 {
 	bool force = (m->flags & WIT_F_FORCE) != 0;
 
@@ -165,8 +165,7 @@ out:
 	return rc;
 }
 
-int wit_store_save(const char *path, const char *cluster, const struct wit_rec *recs,
-		   unsigned n)
+int wit_store_save(const char *path, const char *cluster, const struct wit_rec *recs, unsigned n)
 {
 	char tmp[512], dir[512];
 	struct wit_state_hdr h;

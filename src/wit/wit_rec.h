@@ -41,8 +41,8 @@ uint32_t wit_rec_report(struct wit_rec *r, const char *node, const struct wit_vo
  * session; in_grace = the witness started less than witness-timeout ago.
  * *reason is set on WIT_DENY (and on WIT_WAIT, the reason a timeout gives). */
 enum wit_claim_outcome wit_rec_claim(const struct wit_rec *r, const char *node,
-				     const struct wit_vol_msg *m, bool primary_alive,
-				     bool in_grace, uint32_t *reason);
+				     const struct wit_vol_msg *m, bool primary_alive, bool in_grace,
+				     uint32_t *reason);
 /* A grant (WR1, WR2). */
 void wit_rec_grant(struct wit_rec *r, const char *node, const struct wit_vol_msg *m);
 /* The answer fields from the record. */
@@ -52,7 +52,6 @@ void wit_rec_verdict(const struct wit_rec *r, struct wit_verdict *v);
  * cluster; -ENOENT: none yet). load fills at most max records. */
 int wit_store_load(const char *path, const char *cluster, struct wit_rec *recs, unsigned max,
 		   unsigned *n);
-int wit_store_save(const char *path, const char *cluster, const struct wit_rec *recs,
-		   unsigned n);
+int wit_store_save(const char *path, const char *cluster, const struct wit_rec *recs, unsigned n);
 
 #endif

@@ -2,6 +2,7 @@
  * one at a time in the order messages arrive (W4). */
 #include "wit_server.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -40,8 +41,8 @@ struct wsess {
 	struct net_peer peer;
 	struct wit_server *ws;
 	struct wit_cluster *cl;
-	int node; /* cfg node index; -1 for an admin session */
-	enum ws_state st;
+	int node;          /* cfg node index; -1 for an admin session */
+	enum ws_state sst; /* sess_set_state only */
 	uint8_t nonce_me[WIT_NONCE_LEN], nonce_peer[WIT_NONCE_LEN];
 	char name[WIT_NAME_LEN];
 	uint64_t last_rx_ns;
@@ -69,6 +70,24 @@ struct wout {
 };
 
 static void evaluate(struct wit_server *ws);
+
+/* The session state's one writer (wit_server.h lists the transitions; a
+ * closed session is `dead`, not a state). */
+static void sess_set_state(struct wsess *s, enum ws_state to)
+{
+	static const bool legal[WS_UP + 1][WS_UP + 1] = {
+		[WS_HELLO] = { [WS_AUTH] = true },
+		[WS_AUTH] = { [WS_UP] = true },
+	};
+
+	if (!legal[s->sst][to]) {
+		log_err("witness: session of %s: illegal state change %d -> %d", s->name,
+			(int)s->sst, (int)to);
+		assert(!"illegal witness session transition");
+		return;
+	}
+	s->sst = to;
+}
 
 static void wout_done(struct net_tx *tx, int err)
 {
@@ -138,8 +157,7 @@ static int persist(struct wit_cluster *cl)
 	return rc;
 }
 
-static bool node_alive(const struct wit_server *ws, const struct wit_cluster *cl,
-		       const char *node)
+static bool node_alive(const struct wit_server *ws, const struct wit_cluster *cl, const char *node)
 {
 	struct list *pos;
 	uint64_t now = ev_now(ws->ev);
@@ -147,7 +165,7 @@ static bool node_alive(const struct wit_server *ws, const struct wit_cluster *cl
 	struct list *tmp;
 	list_for_each_safe (pos, tmp, (struct list *)&ws->sessions) {
 		const struct wsess *s = container_of(pos, struct wsess, link);
-		if (s->cl == cl && s->st == WS_UP && !s->dead && s->node >= 0 &&
+		if (s->cl == cl && s->sst == WS_UP && !s->dead && s->node >= 0 &&
 		    !strcmp(s->name, node) && now - s->last_rx_ns < ws->timeout_ns)
 			return true;
 	}
@@ -210,8 +228,8 @@ static bool decide_claim(struct wsess *s, unsigned i)
 	struct wit_pending *p = &s->pend[i];
 	struct wit_rec *r = &s->cl->recs[i], old = *r;
 	uint64_t now = ev_now(ws->ev);
-	bool alive = r->primary[0] && strcmp(r->primary, s->name) &&
-		     node_alive(ws, s->cl, r->primary);
+	bool alive =
+		r->primary[0] && strcmp(r->primary, s->name) && node_alive(ws, s->cl, r->primary);
 	bool grace = now - ws->start_ns < ws->timeout_ns;
 	uint32_t reason;
 	enum wit_claim_outcome o = wit_rec_claim(r, s->name, &p->m, alive, grace, &reason);
@@ -270,7 +288,7 @@ static void evaluate(struct wit_server *ws)
 
 	list_for_each_safe (pos, tmp, &ws->sessions) {
 		struct wsess *s = container_of(pos, struct wsess, link);
-		if (s->st != WS_UP || s->dead)
+		if (s->sst != WS_UP || s->dead)
 			continue;
 		for (unsigned i = 0; i < CFG_MAX_VOLUMES; i++)
 			if (s->pend[i].on)
@@ -289,9 +307,9 @@ static void on_status(struct wsess *s)
 		refuse(s, "out of memory");
 		return;
 	}
-#define OUT(...)                                                                 \
-	do {                                                                     \
-		int k_ = snprintf(j + n, cap - n, __VA_ARGS__);                  \
+#define OUT(...)                                                                  \
+	do {                                                                      \
+		int k_ = snprintf(j + n, cap - n, __VA_ARGS__);                   \
 		n += (k_ > 0 && (size_t)k_ < cap - n) ? (size_t)k_ : cap - n - 1; \
 	} while (0)
 	OUT("{\"cluster\":\"%s\",\"witness\":\"%s\",\"uptime_seconds\":%.1f,\"nodes\":[",
@@ -353,7 +371,7 @@ static void on_hello(struct wsess *s, const struct wit_hello *h)
 		}
 	}
 	memcpy(s->nonce_peer, h->nonce, WIT_NONCE_LEN);
-	s->st = WS_AUTH;
+	sess_set_state(s, WS_AUTH);
 	send_buf(s, buf, wit_enc_hello(buf, s->cl->cfg->cluster, "witness", s->nonce_me, 0));
 }
 
@@ -374,7 +392,7 @@ static void on_auth(struct wsess *s, const struct wit_auth *a)
 	wit_mac(s->cl->cfg->secret, 'W', s->nonce_peer, s->nonce_me, s->cl->cfg->cluster, s->name,
 		mac);
 	send_buf(s, buf, wit_enc_auth(buf, mac));
-	s->st = WS_UP;
+	sess_set_state(s, WS_UP);
 	net_peer_hs_done(&s->peer);
 	if (s->node < 0)
 		return;
@@ -386,8 +404,7 @@ static void on_auth(struct wsess *s, const struct wit_auth *a)
 			net_abort(&o->peer.net);
 		}
 	}
-	log_info("witness: %s/%s: session up from %s", s->cl->cfg->cluster, s->name,
-		 s->peer.host);
+	log_info("witness: %s/%s: session up from %s", s->cl->cfg->cluster, s->name, s->peer.host);
 }
 
 static void handle(struct wsess *s, const uint8_t *body)
@@ -406,7 +423,7 @@ static void handle(struct wsess *s, const uint8_t *body)
 		net_close(&s->peer.net);
 		return;
 	}
-	switch (s->st) {
+	switch (s->sst) {
 	case WS_HELLO:
 		if (m->type != WIT_HELLO)
 			refuse(s, "expected HELLO");
@@ -422,9 +439,7 @@ static void handle(struct wsess *s, const uint8_t *body)
 	case WS_UP: break;
 	}
 	switch (m->type) {
-	case WIT_PING:
-		send_buf(s, buf, wit_enc_ping(buf, WIT_PONG, m->u.ping.cookie));
-		return;
+	case WIT_PING: send_buf(s, buf, wit_enc_ping(buf, WIT_PONG, m->u.ping.cookie)); return;
 	case WIT_REPORT:
 		if (s->node < 0)
 			break;
@@ -481,7 +496,7 @@ static void on_closed(struct net_conn *nc)
 {
 	struct wsess *s = container_of(nc, struct wsess, peer.net);
 	struct wit_server *ws = s->ws;
-	bool was_up = s->st == WS_UP && s->node >= 0;
+	bool was_up = s->sst == WS_UP && s->node >= 0;
 
 	s->dead = true;
 	list_del(&s->link);
@@ -540,7 +555,7 @@ static void tick(struct ev_timer *t)
 
 	list_for_each_safe (pos, tmp, &ws->sessions) {
 		struct wsess *s = container_of(pos, struct wsess, link);
-		if (s->st == WS_UP && !s->dead && now - s->last_rx_ns >= ws->timeout_ns) {
+		if (s->sst == WS_UP && !s->dead && now - s->last_rx_ns >= ws->timeout_ns) {
 			log_warn("witness: %s/%s: silent for %.1f s: session dropped",
 				 s->cl->cfg->cluster, s->name, (double)(now - s->last_rx_ns) / 1e9);
 			s->dead = true;
@@ -559,8 +574,8 @@ static int load_cluster(struct wit_cluster *cl, const struct cfg *c, char *err, 
 
 	cl->cfg = c;
 	if (mkdir(c->witness_dir, 0700) < 0 && errno != EEXIST) {
-		snprintf(err, errlen, "%s: cannot create witness-dir %s: %s", c->path, c->witness_dir,
-			 strerror(errno));
+		snprintf(err, errlen, "%s: cannot create witness-dir %s: %s", c->path,
+			 c->witness_dir, strerror(errno));
 		return -errno;
 	}
 	snprintf(cl->path, sizeof(cl->path), "%s/witness-%s.state", c->witness_dir, c->cluster);
@@ -572,8 +587,10 @@ static int load_cluster(struct wit_cluster *cl, const struct cfg *c, char *err, 
 	if (rc) {
 		/* Never start from nothing over a state we cannot read: an empty
 		 * record could vouch for a stale node. */
-		snprintf(err, errlen, "%s: unreadable state file (%s); move it away only if "
-			 "every node is known to be up to date", cl->path, strerror(-rc));
+		snprintf(err, errlen,
+			 "%s: unreadable state file (%s); move it away only if "
+			 "every node is known to be up to date",
+			 cl->path, strerror(-rc));
 		return rc;
 	}
 	for (unsigned k = 0; k < n; k++) {
@@ -604,8 +621,8 @@ int wit_server_new(struct ev_loop *ev, const struct cfg *const *cfgs, unsigned n
 	for (unsigned i = 0; i < ncfg; i++) {
 		for (unsigned k = 0; k < i; k++)
 			if (!strcmp(cfgs[k]->cluster, cfgs[i]->cluster)) {
-				snprintf(err, errlen, "%s and %s both name cluster %s", cfgs[k]->path,
-					 cfgs[i]->path, cfgs[i]->cluster);
+				snprintf(err, errlen, "%s and %s both name cluster %s",
+					 cfgs[k]->path, cfgs[i]->path, cfgs[i]->cluster);
 				rc = -EINVAL;
 				goto fail;
 			}

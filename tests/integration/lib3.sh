@@ -6,6 +6,8 @@
 #   ab: a -> b replication (a dials: its name sorts first)
 #   aw: a -> witness        bw: b -> witness
 # Each node dials the witness at its own [node] witness address (the proxy).
+# (_root: set by lib.sh, sourced first)
+# shellcheck disable=SC2154
 
 declare -A PXP=()   # link -> proxy listen port
 WPORT=

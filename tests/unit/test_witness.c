@@ -107,7 +107,7 @@ static void test_grant(void **st)
 	wit_rec_report(&r, "a", &rep, &changed);
 	wit_rec_grant(&r, "b", &c);
 	assert_string_equal(r.primary, "b");
-	assert_false(r.synced); /* WR1 */
+	assert_false(r.synced);       /* WR1 */
 	assert_int_equal(r.epoch, 2); /* WR2 */
 	/* the old primary returning is deposed; its claim now waits for b */
 	assert_int_equal(wit_rec_report(&r, "a", &rep, &changed), WIT_R_DEPOSED);
