@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make run`: starts the embedded demo cluster (examples/demo.ini): nodes a and
-# b on loopback, volume vol0 replicated synchronously from a to b. Prints
-# where to connect; Ctrl-C stops both nodes cleanly.
+# b on loopback, volume vol0 replicated synchronously from a to b, and the
+# witness. Prints where to connect; Ctrl-C stops all three cleanly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CFG=examples/demo.ini
@@ -13,6 +13,9 @@ stop() {
 	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
 }
 trap stop INT TERM EXIT
+mkdir -p /tmp/tandem-demo
+"$BIN/tandem-witness" -c "$CFG" -f 2> >(sed -u "s/^/[w] /" >&2) &
+pids+=($!)
 for n in a b; do
 	"$BIN/tandemd" -c "$CFG" -n "$n" -f 2> >(sed -u "s/^/[$n] /" >&2) &
 	pids+=($!)
@@ -35,14 +38,16 @@ if ! primary a && ! primary b; then
 		echo "neither node could be made primary: see 'tandemctl status'" >&2
 fi
 cat <<MSG
-Tandem demo: volume vol0 (1 GiB) on nodes a (primary) and b (secondary), sync replication
+Tandem demo: volume vol0 (1 GiB) on nodes a (primary) and b (secondary), sync replication,
+  a witness on 127.0.0.1:7791
   iSCSI:    iscsi://127.0.0.1:3260/iqn.2026-11.org.tandem:demo.vol0/0   (b: port 3261)
             iscsi-ls -s iscsi://127.0.0.1:3260
   NBD:      nbd://127.0.0.1:10809/vol0          (the primary; b refuses the export)
             nbdinfo nbd://127.0.0.1:10809/vol0
             qemu-img convert -n -O raw disk.img nbd://127.0.0.1:10809/vol0
   status:   $BIN/tandemctl -c $CFG -n a status
-  switch:   $BIN/tandemctl -c $CFG -n a secondary vol0 && $BIN/tandemctl -c $CFG -n b primary vol0
+  switch:   $BIN/tandemctl -c $CFG -n a switchover vol0     (planned; kill -9 a fails over by itself)
+  witness:  $BIN/tandemctl -c $CFG witness-status
   stop:     Ctrl-C
 MSG
 wait
