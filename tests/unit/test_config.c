@@ -658,6 +658,38 @@ static void test_conn_limits(void **state)
 		     "seconds");
 }
 
+/* The witness keys (docs/WITNESS.md): defaults, values, validation. */
+static void test_witness_keys(void **state)
+{
+	struct cfg *c;
+	(void)state;
+
+	c = parse_ok(HEAD VOL);
+	assert_int_equal(c->witness_timeout_ms, 3000);
+	assert_int_equal(c->quorum_timeout_ms, 30000);
+	assert_string_equal(c->witness_dir, "/var/lib/tandem");
+	assert_false(c->volumes[0].failover_manual);
+	cfg_free(c);
+	c = parse_ok(LIM_HEAD "witness = 127.0.0.1:7790\nwitness-timeout = 0.5\n"
+			      "quorum-timeout = 12\nwitness-dir = /srv/w\n"
+			      "[node a]\ncontrol = /tmp/t/a.sock\ndata-dir = /tmp/t/a\n"
+			      "witness = 127.0.0.1:7800\n"
+			      "[volume v]\nsize = 1M\nnodes = a\nfailover = manual\n");
+	assert_int_equal(c->witness_timeout_ms, 500);
+	assert_int_equal(c->quorum_timeout_ms, 12000);
+	assert_string_equal(c->witness_dir, "/srv/w");
+	assert_string_equal(c->nodes[0].witness, "127.0.0.1:7800");
+	assert_true(c->volumes[0].failover_manual);
+	cfg_free(c);
+	expect_error(LIM_HEAD "witness-timeout = 0.1\n" LIM_NODE, 3, "witness-timeout", "seconds");
+	expect_error(LIM_HEAD "quorum-timeout = 5000\n" LIM_NODE, 3, "quorum-timeout", "seconds");
+	expect_error(LIM_HEAD "quorum-timeout = soon\n" LIM_NODE, 3, "quorum-timeout", "seconds");
+	expect_error(LIM_HEAD "witness-dir = rel/dir\n" LIM_NODE, 3, "witness-dir", "absolute");
+	expect_error(LIM_HEAD LIM_NODE "witness = nowhere\n", 6, "witness", NULL);
+	expect_error(LIM_HEAD LIM_NODE "[volume v]\nsize = 1M\nnodes = a\nfailover = sometimes\n", 9,
+		     "failover", "auto nor manual");
+}
+
 static void test_err_bad_names(void **state)
 {
 	char t[1024];
@@ -773,6 +805,7 @@ int main(void)
 		cmocka_unit_test(test_one_node),
 		cmocka_unit_test(test_busy_poll),
 		cmocka_unit_test(test_conn_limits),
+		cmocka_unit_test(test_witness_keys),
 		cmocka_unit_test(test_sizes),
 		cmocka_unit_test(test_comments),
 		cmocka_unit_test(test_err_unknown_key),
