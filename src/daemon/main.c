@@ -200,6 +200,8 @@ static void stop(struct node *n)
 			ev_run_once(n->ev, 100ull * 1000000ull);
 	while (n->repl && repl_server_conns(n->repl) && now_ns() < deadline)
 		ev_run_once(n->ev, 100ull * 1000000ull);
+	while (!wit_client_idle(n->wit) && now_ns() < deadline)
+		ev_run_once(n->ev, 10ull * 1000000ull);
 	/* Closed connections are freed at the end of a pass. */
 	ev_run_once(n->ev, 0);
 	for (unsigned i = 0; i < n->nvols; i++) {
@@ -214,6 +216,8 @@ static void stop(struct node *n)
 		iscsi_server_free(n->iscsi);
 	if (n->ctl && ctl_server_conns(n->ctl) == 0)
 		ctl_server_free(n->ctl);
+	if (wit_client_idle(n->wit))
+		wit_client_free(n->wit);
 }
 
 /* Without -f: fork, and let the parent exit only once the child is serving (0)

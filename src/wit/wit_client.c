@@ -22,7 +22,8 @@ enum wc_stage { WC_HELLO = 0, WC_AUTH, WC_UP };
 
 struct wconn {
 	struct net_peer peer;
-	struct wit_client *wc; /* NULL once the client let go of it */
+	struct wit_client *wc;   /* NULL once the client let go of it */
+	struct wit_client *home; /* always: counts its connections (wit_client_idle) */
 	enum wc_stage cst;     /* conn_set_stage only */
 	uint8_t nonce_me[WIT_NONCE_LEN], nonce_peer[WIT_NONCE_LEN];
 	bool have_hdr, dead;
@@ -48,6 +49,7 @@ struct wit_client {
 	unsigned backoff_ms;
 	uint64_t timeout_ns, last_rx_ns, cookie;
 	struct wconn *c;
+	unsigned nconns; /* connections not yet released */
 	struct wvol vols[MAX_VOLS];
 	unsigned nvols;
 	char last_error[WIT_MAX_ERROR + 1];
@@ -239,6 +241,7 @@ static void on_closed(struct net_conn *nc)
 static void wconn_release(struct net_peer *p)
 {
 	struct wconn *c = container_of(p, struct wconn, peer);
+	c->home->nconns--;
 	net_conn_destroy(&c->peer.net);
 	free(c);
 }
@@ -277,6 +280,8 @@ static void dial_cb(struct net_dial *d, int fd)
 		return;
 	}
 	c->wc = wc;
+	c->home = wc;
+	wc->nconns++;
 	wc->c = c;
 	wc->last_rx_ns = ev_now(wc->ev);
 	send_raw(c, buf, wit_enc_hello(buf, wc->cfg->cluster, wc->self, c->nonce_me, 0));
@@ -386,9 +391,14 @@ void wit_client_shutdown(struct wit_client *wc)
 		wc->c = NULL;
 		c->wc = NULL;
 		c->dead = true;
-		net_close(&c->peer.net);
+		net_abort(&c->peer.net);
 	}
 	wc->up = false;
+}
+
+bool wit_client_idle(const struct wit_client *wc)
+{
+	return !wc || (wc->nconns == 0 && !wc->dial.busy);
 }
 
 void wit_client_free(struct wit_client *wc)

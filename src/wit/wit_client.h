@@ -41,6 +41,8 @@ bool wit_client_up(const struct wit_client *wc);
  * (nothing is queued). */
 bool wit_client_send(struct wit_client *wc, uint16_t type, const struct wit_vol_msg *m);
 void wit_client_shutdown(struct wit_client *wc);
-void wit_client_free(struct wit_client *wc); /* NULL is a no-op */
+/* After shutdown: no connection or dial is left (then it may be freed). */
+bool wit_client_idle(const struct wit_client *wc);
+void wit_client_free(struct wit_client *wc); /* NULL is a no-op; only when idle */
 
 #endif
