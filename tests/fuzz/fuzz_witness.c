@@ -8,6 +8,7 @@
  * bytes back. The stream ends at the first refused or incomplete message.
  * A violated property calls abort(). */
 #include <endian.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,9 +22,17 @@
 static size_t reencode(const struct wit_msg *m, uint8_t *out)
 {
 	switch (m->type) {
-	case WIT_HELLO:
-		return wit_enc_hello(out, m->u.hello.cluster, m->u.hello.name, m->u.hello.nonce,
-				     m->u.hello.flags);
+	case WIT_HELLO: {
+		/* The encoder offers only this build's version; a peer may
+		 * offer a range, so the range is put back before comparing. */
+		size_t n = wit_enc_hello(out, m->u.hello.cluster, m->u.hello.name,
+					 m->u.hello.nonce, m->u.hello.flags);
+		uint16_t lo = htole16(m->u.hello.proto_min), hi = htole16(m->u.hello.proto_max);
+
+		memcpy(out + HDR + offsetof(struct wit_hello, proto_min), &lo, sizeof(lo));
+		memcpy(out + HDR + offsetof(struct wit_hello, proto_max), &hi, sizeof(hi));
+		return n;
+	}
 	case WIT_AUTH: return wit_enc_auth(out, m->u.auth.mac);
 	case WIT_PING:
 	case WIT_PONG: return wit_enc_ping(out, m->type, m->u.ping.cookie);
