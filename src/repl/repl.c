@@ -85,9 +85,11 @@ static int vol_peer_role_hook(void *ctx)
 	return r->peer.role == REPL_ROLE_PRIMARY ? VOL_PRIMARY : VOL_SECONDARY;
 }
 
-static int vol_switchover_hook(void *ctx, char *msg, size_t len)
+static int vol_switchover_hook(void *ctx, bool to_self, char *msg, size_t len)
 {
-	return repl_switchover(ctx, NULL, msg, len);
+	struct repl *r = ctx;
+
+	return repl_switchover(r, r->cfg->nodes[to_self ? r->self : r->peer_ix].name, msg, len);
 }
 
 /* What the volume calls (vol.h): it never includes this component. */
@@ -207,6 +209,7 @@ int repl_new(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned se
 	v->repl = r;
 	v->repl_ops = &repl_vol_ops;
 	v->repl_ctx = r;
+	v->port_peer = (uint16_t)(r->peer_ix + 1);
 	return 0;
 }
 

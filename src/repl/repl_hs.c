@@ -357,9 +357,11 @@ static int run_state(struct rconn *c, const struct repl_msg *m)
 		}
 	}
 	r->peer = m->u.state;
-	if (was_primary != (r->peer.role == REPL_ROLE_PRIMARY))
+	if (was_primary != (r->peer.role == REPL_ROLE_PRIMARY)) {
 		log_info("volume %s: %s is now %s", r->v->name, c->peer_node,
 			 r->peer.role == REPL_ROLE_PRIMARY ? "primary" : "secondary");
+		quorum_peer_role(r);
+	}
 	return 0;
 }
 

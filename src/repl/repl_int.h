@@ -257,6 +257,7 @@ bool quorum_hold(struct repl *r, struct vol_io *io);
  * instead of marking the disk outdated (N6). */
 bool quorum_peer_lost(struct repl *r);
 void quorum_kick(struct repl *r);
+void quorum_peer_role(struct repl *r);
 /* The common end of a promotion (admin, claim granted): 0 or -errno. */
 int promote_now(struct repl *r, char *msg, size_t len);
 

@@ -178,6 +178,20 @@ bool quorum_peer_lost(struct repl *r)
 	return true;
 }
 
+/* The peer's role changed (its STATE): the witness's record changed with it
+ * (the peer's claim, or its release), so what this node last heard of the
+ * record is stale. A new report fetches it; until the answer, a lost peer is
+ * claimed for (the witness decides, W3), rather than given up on the stale
+ * word that nobody is primary. */
+void quorum_peer_role(struct repl *r)
+{
+	if (!r->wc)
+		return;
+	r->w_heard = false;
+	r->w_rep_valid = false;
+	quorum_kick(r);
+}
+
 /* Steps down without the peer: held writes fail, the role goes; no flush
  * can reach the peer, and conn_lost marked what it may lack (R7). */
 static void step_down(struct repl *r, const char *why)

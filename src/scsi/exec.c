@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/log.h"
 #include "../common/util.h"
 
 static struct vol *cmd_vol(const struct lu_cmd *cmd)
@@ -404,6 +405,55 @@ static void xcopy_run(struct lu_cmd *cmd, uint32_t use)
 	xcopy_next(cmd);
 }
 
+/* ---- SET TARGET PORT GROUPS: a planned switchover ---- */
+
+#define STPG_POLL_NS (20ull * 1000000ull)
+#define STPG_MAX_NS (30ull * 1000000000ull)
+
+static void stpg_poll(struct ev_timer *t)
+{
+	struct lu_cmd *cmd = container_of(t, struct lu_cmd, stpg);
+	struct vol *v = cmd_vol(cmd);
+	struct scsi_req *q = &cmd->req;
+	char msg[256] = "";
+	int rc = -ECANCELED;
+
+	if (!cmd->ops->aborted(cmd))
+		rc = vol_switchover(v, cmd->stpg_to_self, msg, sizeof(msg));
+	if (rc == -EAGAIN && ev_now(v->ev) - cmd->stpg_t0 < STPG_MAX_NS) {
+		ev_timer_arm(v->ev, &cmd->stpg, STPG_POLL_NS);
+		return;
+	}
+	if (rc == 0) {
+		log_info("volume %s: SET TARGET PORT GROUPS: %s is primary now", v->name,
+			 cmd->stpg_to_self ? "this node" : "the peer");
+		scsi_done(q, SCSI_GOOD);
+	} else {
+		log_warn("volume %s: SET TARGET PORT GROUPS failed: %s", v->name,
+			 rc == -EAGAIN ? "the switchover did not finish in time" : msg);
+		scsi_check(q, SCSI_KEY_HARDWARE_ERROR, SCSI_ASC_STPG_FAILED);
+	}
+	cmd->busy = false;
+	lu_cmd_answer(cmd);
+	cmd->ops->put(cmd);
+}
+
+static void stpg_run(struct lu_cmd *cmd, uint32_t use)
+{
+	struct scsi_req *q = &cmd->req;
+	struct lu *lu = cmd->n->lu;
+	int id = scsi_stpg(&lu->desc, cmd->cdb, LU_CDB_LEN, cmd->buf, use, q);
+
+	if (id <= 0)
+		return lu_cmd_answer(cmd);
+	cmd->stpg_to_self = id == lu->desc.tpg[0].id;
+	cmd->stpg.fn = stpg_poll;
+	cmd->stpg_t0 = ev_now(cmd_vol(cmd)->ev);
+	cmd->busy = true;
+	cmd->ops->get(cmd);
+	stpg_poll(&cmd->stpg);
+}
+
 /* ---- the entry: all of a write's data is here (or there was none to wait
  * for) ---- */
 
@@ -412,6 +462,8 @@ void exec_start(struct lu_cmd *cmd)
 	struct scsi_req *q = &cmd->req;
 	uint32_t use = MIN(q->data_out_len, cmd->got);
 
+	if (q->xop == SCSI_XOP_STPG)
+		return stpg_run(cmd, use);
 	/* An expected length short of the command's data: only whole blocks of
 	 * what came are written, and the overflow is reported (SAM-5 5.4). */
 	if (!q->needs_params && use < q->data_out_len) {
@@ -433,6 +485,8 @@ void exec_start(struct lu_cmd *cmd)
 		}
 		n = scsi_params(&cmd->n->lu->desc, cmd->cdb, LU_CDB_LEN, cmd->buf, use, cmd->ext,
 				SCSI_UNMAP_MAX_DESC, q);
+		if (n == 0 && q->swp >= 0) /* MODE SELECT of the control page */
+			lu_set_swp(cmd->n, q->swp);
 		if (n <= 0) {
 			cmd->ops->status(cmd, q->status, q->sense, q->sense_len, cmd->got);
 			return;

@@ -20,6 +20,9 @@
  *   the read; WRITE SAME patterns and EXTENDED COPY stop after the chunk in
  *   flight); the answer is still given, for the transport to drop.
  *   exec_fini(cmd) when the transport frees cmd: releases what exec holds.
+ *   SET TARGET PORT GROUPS runs a planned switchover (vol_switchover), polled
+ *   every STPG_POLL_MS until done, refused, or STPG_MAX_S: then SET TARGET
+ *   PORT GROUPS COMMAND FAILED (HARDWARE ERROR 67/0A).
  * lu_cmd_answer(cmd) sends the answer held in cmd->req (DONE). */
 #ifndef TANDEM_SCSI_EXEC_H
 #define TANDEM_SCSI_EXEC_H
@@ -28,6 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../ev/ev.h"
 #include "../vol/vol.h"
 #include "lu.h"
 #include "scsi.h"
@@ -82,6 +86,10 @@ struct lu_cmd {
 	struct xcopy_seg *xsegs;
 	int xseg, nxseg;
 	uint64_t xdone;
+	/* SET TARGET PORT GROUPS: the switchover polled until it is done */
+	struct ev_timer stpg;
+	uint64_t stpg_t0;
+	bool stpg_to_self;
 };
 
 void exec_start(struct lu_cmd *cmd);

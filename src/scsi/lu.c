@@ -5,6 +5,7 @@
 #include "lu.h"
 
 #include <errno.h>
+#include <openssl/sha.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -186,12 +187,25 @@ void lu_reset(struct lu_nexus *n, bool lun_reset)
 
 /* ---- the logical unit and its nexuses ---- */
 
+static void lu_refresh(struct lu *lu);
+
 void lu_init(struct lu *lu, struct vol *v, const char *target_name, uint32_t max_xfer,
 	     struct bufpool *pool)
 {
-	const uint8_t *u = v->md->sb.volume_uuid;
+	uint8_t u[SHA256_DIGEST_LENGTH];
 
 	memset(lu, 0, sizeof(*lu));
+	/* NAA 6 (IEEE Registered Extended): the company id is left zero, the
+	 * vendor-specific part is taken from the SHA-256 of the target name,
+	 * which names the volume in its cluster: the same device on every node,
+	 * which is what lets multipath see one device through both targets */
+	SHA256((const unsigned char *)target_name, strlen(target_name), u);
+	lu->desc.naa[0] = 0x60;
+	memcpy(lu->desc.naa + 1, u, 15);
+	snprintf(lu->serial, sizeof(lu->serial),
+		 "%02x%02x%02x%02x%02x%02x%02x%02x%02x%02x%02x%02x%02x%02x%02x%02x", u[0], u[1],
+		 u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
+		 u[15]);
 	lu->vol = v;
 	lu->pool = pool;
 	list_init(&lu->nexuses);
@@ -200,14 +214,6 @@ void lu_init(struct lu *lu, struct vol *v, const char *target_name, uint32_t max
 	/* LBPPB 1: libiscsi 1.19's GetLBAStatus.UnmapSingle expects a descriptor
 	 * that starts past the requested LBA when LBPPB > 1 (against SBC-3) */
 	lu->desc.phys_block = 512;
-	/* NAA 6 (IEEE Registered Extended): the company id is left zero, the
-	 * vendor-specific part is the volume UUID: the same device on every node */
-	lu->desc.naa[0] = 0x60;
-	memcpy(lu->desc.naa + 1, u, 15);
-	snprintf(lu->serial, sizeof(lu->serial),
-		 "%02x%02x%02x%02x%02x%02x%02x%02x%02x%02x%02x%02x%02x%02x%02x%02x", u[0], u[1],
-		 u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
-		 u[15]);
 	snprintf(lu->target_name, sizeof(lu->target_name), "%s", target_name);
 	lu->desc.vendor = "TANDEM";
 	lu->desc.product = v->name;
@@ -216,16 +222,49 @@ void lu_init(struct lu *lu, struct vol *v, const char *target_name, uint32_t max
 	lu->desc.thin = true;
 	lu->desc.write_cache = true;
 	lu->desc.max_xfer_blocks = max_xfer / 512;
+	lu->desc.ntpg = v->port_peer ? 2 : 1;
+	lu->desc.tpg[0].id = lu->desc.tpg[0].port = v->port_self;
+	lu->desc.tpg[1].id = lu->desc.tpg[1].port = v->port_peer;
+	lu_refresh(lu); /* the states a first session finds: no unit attention */
 	/* no session survives a restart: neither does an SPC-2 reservation */
 	if (v->role == VOL_PRIMARY && pr_reset(lu_pr(lu)) && lu_pr_save(lu))
 		log_warn("volume %s: reservations not saved", v->name);
 }
 
+/* Readiness and the port groups' states as the volume has them now; a
+ * changed state is told to every nexus attached (2A/06). */
 static void lu_refresh(struct lu *lu)
 {
 	struct vol *v = lu->vol;
-	lu->desc.ready = v->role == VOL_PRIMARY && !v->demoting && v->disk != VOL_FAILED &&
-			 v->disk != VOL_DISKLESS;
+	struct scsi_lu *d = &lu->desc;
+	uint8_t before[2] = { d->tpg[0].state, d->tpg[1].state };
+
+	d->ready = v->role == VOL_PRIMARY && !v->demoting && v->disk != VOL_FAILED &&
+		   v->disk != VOL_DISKLESS;
+	d->tpg[0].state = d->ready ? SCSI_ALUA_OPTIMIZED : SCSI_ALUA_STANDBY;
+	if (d->ntpg > 1) {
+		int peer = vol_peer_role(v);
+		d->tpg[1].state = peer < 0		  ? SCSI_ALUA_UNAVAILABLE
+				  : peer == VOL_PRIMARY ? SCSI_ALUA_OPTIMIZED
+							  : SCSI_ALUA_STANDBY;
+	}
+	if (before[0] != d->tpg[0].state || (d->ntpg > 1 && before[1] != d->tpg[1].state))
+		ua_broadcast(lu, SCSI_ASC_ALUA_CHANGED);
+}
+
+void lu_set_swp(struct lu_nexus *n, bool on)
+{
+	struct list *pos, *tmp;
+
+	if (!n->lu || n->lu->desc.swp == on)
+		return;
+	n->lu->desc.swp = on;
+	log_info("volume %s: software write protect %s", n->lu->vol->name, on ? "on" : "off");
+	list_for_each_safe (pos, tmp, &n->lu->nexuses) {
+		struct lu_nexus *o = container_of(pos, struct lu_nexus, link);
+		if (o != n)
+			ua_add(o, SCSI_ASC_MODE_CHANGED);
+	}
 }
 
 void lu_nexus_attach(struct lu *lu, struct lu_nexus *n, const char *name, uint16_t tport,
@@ -235,8 +274,8 @@ void lu_nexus_attach(struct lu *lu, struct lu_nexus *n, const char *name, uint16
 	n->ops = ops;
 	snprintf(n->id.initiator, sizeof(n->id.initiator), "%s", name);
 	n->id.tport = tport;
+	lu_refresh(lu); /* a change before this nexus existed is not news to it */
 	list_add(&lu->nexuses, &n->link);
-	lu_refresh(lu);
 }
 
 void lu_nexus_lost(struct lu_nexus *n)

@@ -49,6 +49,14 @@ struct lu {
 	struct list nexuses; /* struct lu_nexus: every attached I_T nexus */
 };
 
+/* ALUA (SPC-4 5.15): the volume's two nodes are two target port groups of
+ * one target port each, ids from vol->port_self / port_peer. This node's
+ * group is active/optimized while it is a primary that may serve I/O, else
+ * standby; the peer's is active/optimized or standby by the role it last
+ * reported, unavailable while it is not connected. lu_decode refreshes the
+ * states before each command; a change of either gives every nexus
+ * ASYMMETRIC ACCESS STATE CHANGED (2A/06). */
+
 struct lu_nexus;
 
 /* What the logical unit asks of the transport that owns a nexus. */
@@ -118,5 +126,10 @@ int lu_pr_out(struct lu_nexus *n, const uint8_t *cdb, const uint8_t *param, uint
 void lu_abort_task_set(struct lu_nexus *n);
 void lu_clear_task_set(struct lu_nexus *n);
 void lu_reset(struct lu_nexus *n, bool lun_reset);
+
+/* MODE SELECT from n set SWP to on: kept for the logical unit (on this node,
+ * until the daemon restarts); a change gives the other nexuses MODE
+ * PARAMETERS CHANGED (2A/01). */
+void lu_set_swp(struct lu_nexus *n, bool on);
 
 #endif

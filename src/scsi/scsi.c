@@ -678,6 +678,7 @@ static uint32_t inquiry_std(const struct scsi_lu *lu, uint8_t *d)
 	d[2] = 0x06;             /* SPC-4 */
 	d[3] = 0x12;             /* HISUP, response data format 2 */
 	d[4] = (uint8_t)(n - 5);
+	d[5] = lu && lu->ntpg ? 0x30 : 0; /* TPGS 11b: implicit and explicit ALUA */
 	d[7] = 0x02;             /* CMDQUE */
 	put_ascii(d + 8, lu ? lu->vendor : NULL, 8);
 	put_ascii(d + 16, lu ? lu->product : NULL, 16);
@@ -735,6 +736,19 @@ static uint32_t vpd_device_id(const struct scsi_lu *lu, uint8_t *d)
 		memset(d + p + 4, 0, dl);
 		memcpy(d + p + 4, lu->target_name, tl);
 		p += 4 + dl;
+	}
+	if (lu->ntpg) {
+		/* binary, PIV, protocol iSCSI, association target port: the
+		 * relative target port (type 4), then its port group (type 5) */
+		for (unsigned t = 4; t <= 5; t++) {
+			d[p] = 0x51;
+			d[p + 1] = (uint8_t)(0x90 | t);
+			d[p + 2] = 0;
+			d[p + 3] = 4;
+			put16(d + p + 4, 0);
+			put16(d + p + 6, t == 4 ? lu->tpg[0].port : lu->tpg[0].id);
+			p += 8;
+		}
 	}
 	put16(d + 2, (uint16_t)(p - 4));
 	return p;
@@ -819,7 +833,7 @@ static void spc_inquiry(const struct scsi_lu *lu, const uint8_t *cdb, uint32_t x
 #define PC_SAVED 3
 
 /* Writes page `page` for page control pc at p; returns its length, 0 when we
- * have no such page. Nothing is changeable, so PC_CHANGEABLE is all zero. */
+ * have no such page. Only SWP (control page) is changeable. */
 static uint32_t mode_page(const struct scsi_lu *lu, uint8_t page, unsigned pc, uint8_t *p)
 {
 	uint32_t n;
@@ -838,6 +852,8 @@ static uint32_t mode_page(const struct scsi_lu *lu, uint8_t page, unsigned pc, u
 			p[2] = 0x02; /* GLTSD; D_SENSE 0: fixed-format sense */
 			p[3] = 0x10; /* queue algorithm modifier: unrestricted */
 		}
+		if (pc == PC_CHANGEABLE || (pc == PC_CURRENT && lu->swp))
+			p[4] = 0x08; /* SWP: the one changeable field */
 		break;
 	case 0x1c: /* informational exceptions control */
 		n = 12;
@@ -894,12 +910,12 @@ static void spc_mode_sense(const struct scsi_lu *lu, const uint8_t *cdb, uint32_
 	}
 	if (ten) {
 		put16(d, (uint16_t)(p - 2));
-		d[3] = 0x10; /* DPOFUA */
+		d[3] = (lu->swp ? 0x80 : 0) | 0x10; /* WP, DPOFUA */
 		d[4] = bdl == 16 ? 0x01 : 0; /* LONGLBA */
 		put16(d + 6, (uint16_t)bdl);
 	} else {
 		d[0] = (uint8_t)(p - 1);
-		d[2] = 0x10;
+		d[2] = (lu->swp ? 0x80 : 0) | 0x10; /* WP, DPOFUA */
 		d[3] = (uint8_t)bdl;
 	}
 	data_in(out, p, alloc);
@@ -924,14 +940,65 @@ static void spc_mode_select(const struct scsi_lu *lu, const uint8_t *cdb, uint32
 	out->needs_params = true;
 }
 
+/* ---- ALUA (SPC-4 5.15): one target port group per node ---- */
+
+static void spc_report_tpg(const struct scsi_lu *lu, const uint8_t *cdb, uint32_t xfer,
+			   struct scsi_req *out)
+{
+	unsigned fmt = cdb[1] >> 5;
+	uint32_t alloc = get32(cdb + 6), p, h = fmt == 1 ? 8 : 4;
+	uint8_t *d = out->data;
+	(void)xfer;
+
+	if (fmt > 1)
+		return bad_cdb(out, 1);
+	memset(d, 0, h);
+	if (fmt == 1) {
+		d[4] = 0x10; /* format type 001b: extended header */
+		d[5] = 0;    /* implicit transition time: not stated */
+	}
+	p = h;
+	for (unsigned i = 0; i < lu->ntpg && i < 2; i++) {
+		const struct scsi_tpg *g = &lu->tpg[i];
+
+		memset(d + p, 0, 12);
+		d[p] = g->state & 0x0f;
+		d[p + 1] = 0x0d; /* U_SUP, S_SUP, AO_SUP */
+		put16(d + p + 2, g->id);
+		d[p + 7] = 1; /* one target port */
+		put16(d + p + 10, g->port);
+		p += 12;
+	}
+	put32(d, p - 4);
+	data_in(out, p, alloc);
+}
+
+static void spc_set_tpg(const struct scsi_lu *lu, const uint8_t *cdb, uint32_t xfer,
+			struct scsi_req *out)
+{
+	uint32_t plen = get32(cdb + 6);
+	(void)lu;
+
+	if (plen == 0)
+		return good(out);
+	if (plen > SCSI_PARAM_MAX || xfer < plen)
+		return bad_cdb(out, 6);
+	out->kind = SCSI_IO;
+	out->op = BS_OP_MAX; /* no volume I/O: the caller switches roles */
+	out->data_out_len = plen;
+	out->xop = SCSI_XOP_STPG;
+}
+
 /* ---- REPORT SUPPORTED OPERATION CODES and the command table ---- */
 
 typedef void cmd_fn(const struct scsi_lu *lu, const uint8_t *cdb, uint32_t xfer,
 		    struct scsi_req *out);
 
-#define CMD_MEDIUM 0x01  /* NOT READY when !lu->ready */
+#define CMD_STANDBY 0x01 /* served when !lu->ready (standby); others: NOT READY */
 #define CMD_THIN 0x02    /* exists only when lu->thin */
 #define CMD_ANY_LUN 0x04 /* answered for a LUN that does not exist */
+#define CMD_WRITE 0x08   /* changes the medium: DATA PROTECT while lu->swp */
+#define CMD_ALUA 0x10    /* exists only when lu->ntpg */
 
 struct cmd {
 	cmd_fn *fn;
@@ -949,33 +1016,40 @@ static void spc_report_opcodes(const struct scsi_lu *lu, const uint8_t *cdb, uin
 #define CTL 0x04 /* control byte: NACA is examined (and refused) */
 
 static const struct cmd sai_tab[32] = {
-	[SCSI_SAI_READ_CAPACITY_16] = { .fn = sbc_read_capacity_16, .len = 16,
+	[SCSI_SAI_READ_CAPACITY_16] = { .fn = sbc_read_capacity_16, .len = 16, .flags = CMD_STANDBY,
 		.usage = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, CTL } },
-	[SCSI_SAI_GET_LBA_STATUS] = { .fn = sbc_get_lba_status, .len = 16, .flags = CMD_MEDIUM,
+	[SCSI_SAI_GET_LBA_STATUS] = { .fn = sbc_get_lba_status, .len = 16,
 		.usage = { 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
 			   0xff, 0xff, 0xff, 0xff, 0, CTL } },
 };
 
 static const struct cmd mi_tab[32] = {
-	[SCSI_MI_REPORT_SUPPORTED_OPCODES] = { .fn = spc_report_opcodes, .len = 12,
+	[SCSI_MI_REPORT_SUPPORTED_OPCODES] = { .fn = spc_report_opcodes, .len = 12, .flags = CMD_STANDBY,
 		.usage = { 0, 0, 0x87, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, CTL } },
+	[SCSI_MI_REPORT_TPG] = { .fn = spc_report_tpg, .len = 12, .flags = CMD_STANDBY | CMD_ALUA,
+		.usage = { 0, 0xe0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, CTL } },
 };
 
-#define PRIN { .fn = spc_stateful, .len = 10, .flags = CMD_MEDIUM, \
+static const struct cmd mo_tab[32] = {
+	[SCSI_MO_SET_TPG] = { .fn = spc_set_tpg, .len = 12, .flags = CMD_STANDBY | CMD_ALUA,
+		.usage = { 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, CTL } },
+};
+
+#define PRIN { .fn = spc_stateful, .len = 10, .flags = CMD_STANDBY, \
 	       .usage = { 0, 0x1f, 0, 0, 0, 0, 0, 0xff, 0xff, CTL } }
-#define PROUT { .fn = spc_stateful, .len = 10, .flags = CMD_MEDIUM, \
+#define PROUT { .fn = spc_stateful, .len = 10, \
 		.usage = { 0, 0x1f, 0xff, 0, 0, 0xff, 0xff, 0xff, 0xff, CTL } }
 static const struct cmd prin_tab[32] = { [0] = PRIN, [1] = PRIN, [2] = PRIN, [3] = PRIN };
 static const struct cmd prout_tab[32] = { [0] = PROUT, [1] = PROUT, [2] = PROUT, [3] = PROUT,
 					   [4] = PROUT, [5] = PROUT, [6] = PROUT };
 static const struct cmd xcopy_tab[32] = {
-	[0] = { .fn = spc_stateful, .len = 16, .flags = CMD_MEDIUM,
+	[0] = { .fn = spc_stateful, .len = 16, .flags = CMD_WRITE,
 		.usage = { 0, 0x1f, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, CTL } },
 };
 static const struct cmd rcr_tab[32] = {
-	[0] = { .fn = spc_stateful, .len = 16, .flags = CMD_MEDIUM,
+	[0] = { .fn = spc_stateful, .len = 16,
 		.usage = { 0, 0x1f, 0xff, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, CTL } },
-	[3] = { .fn = spc_stateful, .len = 16, .flags = CMD_MEDIUM,
+	[3] = { .fn = spc_stateful, .len = 16,
 		.usage = { 0, 0x1f, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, CTL } },
 };
 
@@ -992,76 +1066,77 @@ static const struct cmd rcr_tab[32] = {
 		    0xff, 0xff, 0xff, 0xff, 0x1f, CTL }
 
 static const struct cmd op_tab[256] = {
-	[SCSI_TEST_UNIT_READY] = { .fn = spc_tur, .len = 6, .flags = CMD_MEDIUM,
+	[SCSI_TEST_UNIT_READY] = { .fn = spc_tur, .len = 6,
 		.usage = { 0, 0, 0, 0, 0, CTL } },
-	[SCSI_REQUEST_SENSE] = { .fn = spc_request_sense, .len = 6, .flags = CMD_ANY_LUN,
+	[SCSI_REQUEST_SENSE] = { .fn = spc_request_sense, .len = 6, .flags = CMD_ANY_LUN | CMD_STANDBY,
 		.usage = { 0, 0x01, 0, 0, 0xff, CTL } },
-	[SCSI_READ_6] = { .fn = sbc_rw, .len = 6, .flags = CMD_MEDIUM,
+	[SCSI_READ_6] = { .fn = sbc_rw, .len = 6,
 		.usage = { 0, 0x1f, 0xff, 0xff, 0xff, CTL } },
-	[SCSI_WRITE_6] = { .fn = sbc_rw, .len = 6, .flags = CMD_MEDIUM,
+	[SCSI_WRITE_6] = { .fn = sbc_rw, .len = 6, .flags = CMD_WRITE,
 		.usage = { 0, 0x1f, 0xff, 0xff, 0xff, CTL } },
-	[SCSI_INQUIRY] = { .fn = spc_inquiry, .len = 6, .flags = CMD_ANY_LUN,
+	[SCSI_INQUIRY] = { .fn = spc_inquiry, .len = 6, .flags = CMD_ANY_LUN | CMD_STANDBY,
 		.usage = { 0, 0x01, 0xff, 0xff, 0xff, CTL } },
-	[SCSI_MODE_SELECT_6] = { .fn = spc_mode_select, .len = 6,
+	[SCSI_MODE_SELECT_6] = { .fn = spc_mode_select, .len = 6, .flags = CMD_STANDBY,
 		.usage = { 0, 0x11, 0, 0, 0xff, CTL } },
-	[SCSI_MODE_SENSE_6] = { .fn = spc_mode_sense, .len = 6,
+	[SCSI_MODE_SENSE_6] = { .fn = spc_mode_sense, .len = 6, .flags = CMD_STANDBY,
 		.usage = { 0, 0x08, 0xff, 0xff, 0xff, CTL } },
 	[SCSI_START_STOP_UNIT] = { .fn = spc_start_stop, .len = 6,
 		.usage = { 0, 0x01, 0, 0x0f, 0xf7, CTL } },
-	[SCSI_READ_CAPACITY_10] = { .fn = sbc_read_capacity_10, .len = 10,
+	[SCSI_READ_CAPACITY_10] = { .fn = sbc_read_capacity_10, .len = 10, .flags = CMD_STANDBY,
 		.usage = { 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0, 0x01, CTL } },
-	[SCSI_READ_10] = { .fn = sbc_rw, .len = 10, .flags = CMD_MEDIUM, .usage = RW10 },
-	[SCSI_WRITE_10] = { .fn = sbc_rw, .len = 10, .flags = CMD_MEDIUM, .usage = W10 },
-	[SCSI_VERIFY_10] = { .fn = sbc_verify, .len = 10, .flags = CMD_MEDIUM,
+	[SCSI_READ_10] = { .fn = sbc_rw, .len = 10, .usage = RW10 },
+	[SCSI_WRITE_10] = { .fn = sbc_rw, .len = 10, .flags = CMD_WRITE, .usage = W10 },
+	[SCSI_VERIFY_10] = { .fn = sbc_verify, .len = 10,
 		.usage = LBA10(0xf6) },
-	[SCSI_PRE_FETCH_10] = { .fn = sbc_prefetch, .len = 10, .flags = CMD_MEDIUM,
+	[SCSI_PRE_FETCH_10] = { .fn = sbc_prefetch, .len = 10,
 		.usage = LBA10(0x02) },
-	[SCSI_SYNCHRONIZE_CACHE_10] = { .fn = sbc_sync, .len = 10, .flags = CMD_MEDIUM,
+	[SCSI_SYNCHRONIZE_CACHE_10] = { .fn = sbc_sync, .len = 10,
 		.usage = LBA10(0x06) },
-	[SCSI_WRITE_SAME_10] = { .fn = sbc_write_same, .len = 10, .flags = CMD_MEDIUM,
+	[SCSI_WRITE_SAME_10] = { .fn = sbc_write_same, .len = 10, .flags = CMD_WRITE,
 		.usage = LBA10(0xfe) },
-	[SCSI_UNMAP] = { .fn = sbc_unmap, .len = 10, .flags = CMD_MEDIUM | CMD_THIN,
+	[SCSI_UNMAP] = { .fn = sbc_unmap, .len = 10, .flags = CMD_THIN | CMD_WRITE,
 		.usage = { 0, 0x01, 0, 0, 0, 0, 0x1f, 0xff, 0xff, CTL } },
-	[SCSI_MODE_SELECT_10] = { .fn = spc_mode_select, .len = 10,
+	[SCSI_MODE_SELECT_10] = { .fn = spc_mode_select, .len = 10, .flags = CMD_STANDBY,
 		.usage = { 0, 0x11, 0, 0, 0, 0, 0, 0xff, 0xff, CTL } },
-	[SCSI_MODE_SENSE_10] = { .fn = spc_mode_sense, .len = 10,
+	[SCSI_MODE_SENSE_10] = { .fn = spc_mode_sense, .len = 10, .flags = CMD_STANDBY,
 		.usage = { 0, 0x18, 0xff, 0xff, 0, 0, 0, 0xff, 0xff, CTL } },
-	[SCSI_READ_16] = { .fn = sbc_rw, .len = 16, .flags = CMD_MEDIUM, .usage = RW16 },
-	[SCSI_WRITE_16] = { .fn = sbc_rw, .len = 16, .flags = CMD_MEDIUM, .usage = W16 },
-	[SCSI_VERIFY_16] = { .fn = sbc_verify, .len = 16, .flags = CMD_MEDIUM,
+	[SCSI_READ_16] = { .fn = sbc_rw, .len = 16, .usage = RW16 },
+	[SCSI_WRITE_16] = { .fn = sbc_rw, .len = 16, .flags = CMD_WRITE, .usage = W16 },
+	[SCSI_VERIFY_16] = { .fn = sbc_verify, .len = 16,
 		.usage = LBA16(0xf6) },
-	[SCSI_PRE_FETCH_16] = { .fn = sbc_prefetch, .len = 16, .flags = CMD_MEDIUM,
+	[SCSI_PRE_FETCH_16] = { .fn = sbc_prefetch, .len = 16,
 		.usage = LBA16(0x02) },
-	[SCSI_SYNCHRONIZE_CACHE_16] = { .fn = sbc_sync, .len = 16, .flags = CMD_MEDIUM,
+	[SCSI_SYNCHRONIZE_CACHE_16] = { .fn = sbc_sync, .len = 16,
 		.usage = LBA16(0x06) },
-	[SCSI_WRITE_SAME_16] = { .fn = sbc_write_same, .len = 16, .flags = CMD_MEDIUM,
+	[SCSI_WRITE_SAME_16] = { .fn = sbc_write_same, .len = 16, .flags = CMD_WRITE,
 		.usage = LBA16(0xff) },
 	[SCSI_SERVICE_ACTION_IN_16] = { .sa = sai_tab, .len = 16 },
-	[SCSI_REPORT_LUNS] = { .fn = spc_report_luns, .len = 12, .flags = CMD_ANY_LUN,
+	[SCSI_REPORT_LUNS] = { .fn = spc_report_luns, .len = 12, .flags = CMD_ANY_LUN | CMD_STANDBY,
 		.usage = { 0, 0, 0xff, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, CTL } },
 	[SCSI_MAINTENANCE_IN] = { .sa = mi_tab, .len = 12 },
-	[SCSI_READ_12] = { .fn = sbc_rw, .len = 12, .flags = CMD_MEDIUM, .usage = RW12 },
-	[SCSI_WRITE_12] = { .fn = sbc_rw, .len = 12, .flags = CMD_MEDIUM, .usage = W12 },
-	[SCSI_WRITE_VERIFY_10] = { .fn = sbc_write_ext, .len = 10, .flags = CMD_MEDIUM,
+	[SCSI_MAINTENANCE_OUT] = { .sa = mo_tab, .len = 12 },
+	[SCSI_READ_12] = { .fn = sbc_rw, .len = 12, .usage = RW12 },
+	[SCSI_WRITE_12] = { .fn = sbc_rw, .len = 12, .flags = CMD_WRITE, .usage = W12 },
+	[SCSI_WRITE_VERIFY_10] = { .fn = sbc_write_ext, .len = 10, .flags = CMD_WRITE,
 		.usage = LBA10(0xf2) },
-	[SCSI_WRITE_VERIFY_12] = { .fn = sbc_write_ext, .len = 12, .flags = CMD_MEDIUM,
+	[SCSI_WRITE_VERIFY_12] = { .fn = sbc_write_ext, .len = 12, .flags = CMD_WRITE,
 		.usage = { 0, 0xf2, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x1f, CTL } },
-	[SCSI_WRITE_VERIFY_16] = { .fn = sbc_write_ext, .len = 16, .flags = CMD_MEDIUM,
+	[SCSI_WRITE_VERIFY_16] = { .fn = sbc_write_ext, .len = 16, .flags = CMD_WRITE,
 		.usage = LBA16(0xf2) },
-	[SCSI_VERIFY_12] = { .fn = sbc_verify, .len = 12, .flags = CMD_MEDIUM,
+	[SCSI_VERIFY_12] = { .fn = sbc_verify, .len = 12,
 		.usage = { 0, 0xf6, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x1f, CTL } },
-	[SCSI_COMPARE_AND_WRITE] = { .fn = sbc_compare_and_write, .len = 16, .flags = CMD_MEDIUM,
+	[SCSI_COMPARE_AND_WRITE] = { .fn = sbc_compare_and_write, .len = 16, .flags = CMD_WRITE,
 		.usage = { 0, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0,
 			   0xff, 0x1f, CTL } },
-	[SCSI_ORWRITE_16] = { .fn = sbc_write_ext, .len = 16, .flags = CMD_MEDIUM,
+	[SCSI_ORWRITE_16] = { .fn = sbc_write_ext, .len = 16, .flags = CMD_WRITE,
 		.usage = LBA16(0xf8) },
-	[SCSI_RESERVE_6] = { .fn = spc_stateful, .len = 6, .flags = CMD_MEDIUM,
+	[SCSI_RESERVE_6] = { .fn = spc_stateful, .len = 6,
 		.usage = { 0, 0, 0, 0, 0, CTL } },
-	[SCSI_RELEASE_6] = { .fn = spc_stateful, .len = 6, .flags = CMD_MEDIUM,
+	[SCSI_RELEASE_6] = { .fn = spc_stateful, .len = 6,
 		.usage = { 0, 0, 0, 0, 0, CTL } },
-	[SCSI_RESERVE_10] = { .fn = spc_stateful, .len = 10, .flags = CMD_MEDIUM,
+	[SCSI_RESERVE_10] = { .fn = spc_stateful, .len = 10,
 		.usage = { 0, 0, 0, 0, 0, 0, 0, 0, 0, CTL } },
-	[SCSI_RELEASE_10] = { .fn = spc_stateful, .len = 10, .flags = CMD_MEDIUM,
+	[SCSI_RELEASE_10] = { .fn = spc_stateful, .len = 10,
 		.usage = { 0, 0, 0, 0, 0, 0, 0, 0, 0, CTL } },
 	[SCSI_PERSISTENT_RESERVE_IN] = { .sa = prin_tab, .len = 10 },
 	[SCSI_PERSISTENT_RESERVE_OUT] = { .sa = prout_tab, .len = 10 },
@@ -1075,7 +1150,8 @@ static const struct cmd op_tab[256] = {
 
 static bool cmd_visible(const struct scsi_lu *lu, const struct cmd *c)
 {
-	return c && c->fn && (!(c->flags & CMD_THIN) || (lu && lu->thin));
+	return c && c->fn && (!(c->flags & CMD_THIN) || (lu && lu->thin)) &&
+	       (!(c->flags & CMD_ALUA) || (lu && lu->ntpg));
 }
 
 /* Timeouts descriptor (SPC-4 6.35.4): length 0Ah, no timeouts stated. */
@@ -1183,6 +1259,7 @@ static void reset(struct scsi_req *out)
 	out->xop = SCSI_XOP_NONE;
 	out->exact_out = false;
 	out->pattern = false;
+	out->swp = -1;
 }
 
 /* Finds the command and checks what every command shares: CDB length,
@@ -1203,7 +1280,7 @@ static const struct cmd *lookup(const struct scsi_lu *lu, const uint8_t *cdb, ui
 			return NULL;
 		}
 		c = &c->sa[cdb[1] & 0x1f];
-		if (!c->fn) {
+		if (!c->fn || (lu && !cmd_visible(lu, c))) { /* no such service action */
 			bad_cdb(out, 1);
 			return NULL;
 		}
@@ -1230,8 +1307,12 @@ static const struct cmd *lookup(const struct scsi_lu *lu, const uint8_t *cdb, ui
 		check(out, SCSI_KEY_HARDWARE_ERROR, SCSI_ASC_INTERNAL_FAILURE);
 		return NULL;
 	}
-	if ((c->flags & CMD_MEDIUM) && !lu->ready) {
+	if (!(c->flags & CMD_STANDBY) && !lu->ready) {
 		check(out, SCSI_KEY_NOT_READY, SCSI_ASC_NOT_READY_STANDBY);
+		return NULL;
+	}
+	if ((c->flags & CMD_WRITE) && lu->swp) {
+		check(out, SCSI_KEY_DATA_PROTECT, SCSI_ASC_WRITE_PROTECTED);
 		return NULL;
 	}
 	return c;
@@ -1325,6 +1406,7 @@ static int params_mode_select(const struct scsi_lu *lu, const uint8_t *cdb, cons
 	bool ten = cdb[0] == SCSI_MODE_SELECT_10;
 	uint32_t hdr = ten ? 8 : 4, bdl, q;
 	uint8_t cur[32];
+	int swp = -1; /* the control page's SWP when the list has that page */
 
 	if (len < hdr) {
 		illegal(out, SCSI_ASC_PARAM_LIST_LENGTH);
@@ -1357,14 +1439,86 @@ static int params_mode_select(const struct scsi_lu *lu, const uint8_t *cdb, cons
 			return -EINVAL;
 		}
 		k = mode_page(lu, d[q] & 0x3f, PC_CURRENT, cur);
-		if (!k || k != (uint32_t)d[q + 1] + 2 || memcmp(cur + 1, d + q + 1, k - 1)) {
+		if (!k || k != (uint32_t)d[q + 1] + 2) {
+			bad_param(out, q);
+			return -EINVAL;
+		}
+		if ((d[q] & 0x3f) == 0x0a) { /* SWP may change: compare the rest */
+			swp = (d[q + 4] & 0x08) != 0;
+			cur[4] = (uint8_t)((cur[4] & ~0x08) | (d[q + 4] & 0x08));
+		}
+		if (memcmp(cur + 1, d + q + 1, k - 1)) {
 			bad_param(out, q);
 			return -EINVAL;
 		}
 		q += k;
 	}
 	good(out);
+	out->swp = (int8_t)swp;
 	return 0;
+}
+
+int scsi_stpg(const struct scsi_lu *lu, const uint8_t *cdb, uint32_t cdb_len,
+	      const uint8_t *data, uint32_t len, struct scsi_req *out)
+{
+	int active = -1, standby = -1; /* indexes into lu->tpg */
+
+	scsi_exec(lu, cdb, cdb_len, UINT32_MAX, out);
+	if (out->kind == SCSI_DONE) /* refused, or an empty list */
+		return out->status == SCSI_GOOD ? 0 : -EINVAL;
+	if (out->xop != SCSI_XOP_STPG) {
+		check(out, SCSI_KEY_HARDWARE_ERROR, SCSI_ASC_INTERNAL_FAILURE);
+		return -EINVAL;
+	}
+	if (!data)
+		len = 0;
+	if (len > out->data_out_len)
+		len = out->data_out_len;
+	if (len < 4 || (len - 4) % 4) {
+		illegal(out, SCSI_ASC_PARAM_LIST_LENGTH);
+		return -EINVAL;
+	}
+	for (uint32_t q = 4; q < len; q += 4) {
+		unsigned st = data[q] & 0x0f;
+		uint16_t id = get16(data + q + 2);
+		int g = -1;
+
+		for (unsigned i = 0; i < lu->ntpg && i < 2; i++)
+			if (lu->tpg[i].id == id)
+				g = (int)i;
+		if (g < 0) {
+			bad_param(out, q + 2);
+			return -EINVAL;
+		}
+		if (st == 0x0 || st == 0x1) { /* active/optimized, active/non-optimized */
+			if (active >= 0 && active != g) {
+				bad_param(out, q);
+				return -EINVAL;
+			}
+			active = g;
+		} else if (st == SCSI_ALUA_STANDBY) {
+			standby = g;
+		} else {
+			bad_param(out, q);
+			return -EINVAL;
+		}
+	}
+	if (active >= 0 && standby == active) {
+		bad_param(out, 4);
+		return -EINVAL;
+	}
+	if (active < 0 && standby >= 0) {
+		if (lu->ntpg < 2) { /* a lone node cannot hand its role to anyone */
+			bad_param(out, 4);
+			return -EINVAL;
+		}
+		active = 1 - standby;
+	}
+	if (active < 0 || lu->tpg[active].state == SCSI_ALUA_OPTIMIZED) {
+		good(out); /* nothing asked, or already so */
+		return 0;
+	}
+	return lu->tpg[active].id;
 }
 
 int scsi_params(const struct scsi_lu *lu, const uint8_t *cdb, uint32_t cdb_len,

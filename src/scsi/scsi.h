@@ -30,15 +30,28 @@
  *   0x00 TEST UNIT READY          GOOD, or NOT READY 04/0B when !ready
  *   0x03 REQUEST SENSE            fixed format only (DESC=1: INVALID FIELD);
  *                                 NO SENSE, or NOT READY 04/0B when !ready
- *   0x12 INQUIRY                  standard data; VPD 0x00 0x80 0x83 0xB0 0xB1 0xB2
- *   0x1A/0x5A MODE SENSE 6/10     pages 0x08 caching (WCE), 0x0A control,
- *                                 0x1C informational exceptions, 0x3F all;
- *                                 DBD, LLBAA; PC current/changeable/default
- *                                 (nothing is changeable); saved: 39/00
+ *   0x12 INQUIRY                  standard data (TPGS 11b: implicit and
+ *                                 explicit ALUA); VPD 0x00 0x80 0x83 0xB0 0xB1
+ *                                 0xB2; 0x83 holds the NAA id, the target name,
+ *                                 the relative target port and the target port
+ *                                 group of this node (tpg[0])
+ *   0x1A/0x5A MODE SENSE 6/10     pages 0x08 caching (WCE), 0x0A control (SWP
+ *                                 changeable), 0x1C informational exceptions,
+ *                                 0x3F all; DBD, LLBAA; PC current/changeable/
+ *                                 default; saved: 39/00. The header's WP bit
+ *                                 is SWP.
  *   0x15/0x55 MODE SELECT 6/10    PF=1, SP=0 only. Accepted when it changes
- *                                 nothing (pages equal to the current values,
- *                                 block descriptor with our block length);
+ *                                 nothing but SWP (pages equal to the current
+ *                                 values, block descriptor with our block
+ *                                 length); scsi_params() then gives the new
+ *                                 SWP in req.swp for the caller to keep;
  *                                 anything else: INVALID FIELD IN PARAMETER LIST
+ *   0xA3/0x0A REPORT TARGET PORT GROUPS  lu->tpg[0..ntpg): length-only or
+ *                                 extended header (PARAMETER DATA FORMAT 0, 1)
+ *   0xA4/0x0A SET TARGET PORT GROUPS     -> SCSI_IO, xop STPG, needs the
+ *                                 parameter list: scsi_stpg() says which group
+ *                                 is to be active/optimized, the caller makes
+ *                                 that node primary (a planned switchover)
  *   0x1B START STOP UNIT          GOOD, no effect
  *   0x25 READ CAPACITY 10         last LBA capped at 0xFFFFFFFF
  *   0x9E/0x10 READ CAPACITY 16    LBPME when thin, physical block exponent
@@ -85,10 +98,16 @@
  * Rules every command follows:
  *   - Control byte with NACA or LINK set: INVALID FIELD IN CDB.
  *   - A cdb_len shorter than the opcode's CDB: INVALID FIELD IN CDB.
- *   - Medium access (READ, WRITE, VERIFY, WRITE AND VERIFY, COMPARE AND
- *     WRITE, ORWRITE, SYNC CACHE, UNMAP, WRITE SAME, PRE-FETCH, GET LBA
- *     STATUS) when !lu->ready: NOT READY 04/0B (logical unit not accessible,
- *     target port in standby state), checked before the CDB fields.
+ *   - When !lu->ready (this node's port group is in standby, SPC-4 5.15.2.4.4)
+ *     only INQUIRY, REPORT LUNS, REQUEST SENSE, MODE SENSE, MODE SELECT,
+ *     PERSISTENT RESERVE IN, REPORT and SET TARGET PORT GROUPS, REPORT
+ *     SUPPORTED OPERATION CODES and READ CAPACITY 10/16 run; every other
+ *     command gets NOT READY 04/0B (logical unit not accessible, target port
+ *     in standby state), checked before the CDB fields. PERSISTENT RESERVE
+ *     OUT is among the refused: only the primary stores reservations.
+ *   - When lu->swp (software write protect): commands that change the medium
+ *     (WRITE, WRITE AND VERIFY, COMPARE AND WRITE, ORWRITE, WRITE SAME, UNMAP,
+ *     EXTENDED COPY) get DATA PROTECT 27/00 WRITE PROTECTED, after readiness.
  *   - LBA + blocks beyond the capacity: LBA OUT OF RANGE 21/00.
  *   - Transfer length 0: READ(6)/WRITE(6) mean 256 blocks; WRITE SAME means
  *     to the end of the medium; others are GOOD without I/O (after the LBA
@@ -114,9 +133,9 @@
  * SCSI_PARAM_MAX) and handed to the caller as SCSI_IO with an xop; the caller
  * keeps their state and runs src/scsi/pr.c or xcopy.c. Unit attentions are
  * per I_T nexus and kept by src/scsi/lu.c.
- * TODO (next): REPORT TARGET PORT GROUPS (ALUA, so that TPGS can be set),
- * SANITIZE. Until then INVALID COMMAND OPERATION CODE. Wire constants live
- * here rather than in include/proto/ until the SCSI layer has a proto header. */
+ * TODO (next): SANITIZE. Until then INVALID COMMAND OPERATION CODE. Wire
+ * constants live here rather than in include/proto/ until the SCSI layer has
+ * a proto header. */
 #ifndef TANDEM_SCSI_H
 #define TANDEM_SCSI_H
 
@@ -162,6 +181,9 @@
 #define SCSI_ASC_CRC_ERROR 0x4705            /* protocol service CRC error */
 #define SCSI_ASC_DATA_PHASE_ERROR 0x4b00
 #define SCSI_ASC_MISCOMPARE_VERIFY 0x1d00    /* miscompare during verify operation */
+#define SCSI_ASC_MODE_CHANGED 0x2a01         /* mode parameters changed */
+#define SCSI_ASC_ALUA_CHANGED 0x2a06         /* asymmetric access state changed */
+#define SCSI_ASC_STPG_FAILED 0x670a          /* set target port groups command failed */
 
 /* Operation codes. */
 #define SCSI_TEST_UNIT_READY 0x00
@@ -194,6 +216,9 @@
 #define SCSI_REPORT_LUNS 0xa0
 #define SCSI_MAINTENANCE_IN 0xa3
 #define SCSI_MI_REPORT_SUPPORTED_OPCODES 0x0c
+#define SCSI_MI_REPORT_TPG 0x0a
+#define SCSI_MAINTENANCE_OUT 0xa4
+#define SCSI_MO_SET_TPG 0x0a
 #define SCSI_READ_12 0xa8
 #define SCSI_WRITE_12 0xaa
 #define SCSI_WRITE_VERIFY_10 0x2e
@@ -221,19 +246,35 @@
 #define SCSI_SENSE_FIXED_LEN 18u
 #define SCSI_CAW_MAX_BLOCKS 255u            /* COMPARE AND WRITE (VPD B0 byte 5) */
 
+/* Asymmetric access states (SPC-4 6.37) that Tandem reports. */
+#define SCSI_ALUA_OPTIMIZED 0x0   /* the primary's port group */
+#define SCSI_ALUA_STANDBY 0x2     /* the secondary's */
+#define SCSI_ALUA_UNAVAILABLE 0x3 /* the peer's, while it cannot be reached */
+
+/* One target port group: each node of a volume is one group with one
+ * target port; both ids are the node's index in the configuration + 1. */
+struct scsi_tpg {
+	uint16_t id;   /* target port group */
+	uint16_t port; /* its relative target port identifier */
+	uint8_t state; /* SCSI_ALUA_* */
+};
+
 /* The logical unit, filled by the caller; scsi_* only read it. */
 struct scsi_lu {
 	uint64_t size;           /* bytes; whole blocks are used */
 	uint32_t block;          /* logical block size, a power of two >= 512 */
 	uint32_t phys_block;     /* physical block size for READ CAPACITY 16; 0 = block */
 	uint8_t naa[16];         /* NAA IEEE Registered Extended (type 6) identifier from
-				  * the volume UUID; the same on every node of a volume */
+				  * the target name (src/scsi/lu.c); the same on every node */
 	const char *vendor;      /* "TANDEM"; at most 8 used */
 	const char *product;     /* volume name; at most 16 used */
 	const char *serial;      /* unit serial number (VPD 0x80); at most 64 used */
 	const char *target_name; /* iSCSI target IQN for the VPD 0x83 SCSI name
 				  * designator; NULL: none. At most 251 bytes used. */
 	bool ready;              /* this node may serve medium access (primary, disk ok) */
+	bool swp;                /* software write protect (control mode page) */
+	struct scsi_tpg tpg[2];  /* [0] this node's port group, [1] the peer's */
+	unsigned ntpg;           /* 1 (a volume on one node) or 2; 0: no ALUA */
 	bool thin;               /* LBPME: UNMAP and WRITE SAME with UNMAP supported */
 	bool write_cache;        /* WCE in the caching mode page */
 	uint32_t max_xfer_blocks;/* READ/WRITE maximum (VPD B0); 0 = no limit of ours */
@@ -260,6 +301,7 @@ enum scsi_xop {
 			       * with the data_out_len bytes of parameter list */
 	SCSI_XOP_XCOPY,       /* EXTENDED COPY: xcopy_parse() of the parameter list */
 	SCSI_XOP_COPY_RESULTS,/* RECEIVE COPY RESULTS: xcopy_results() */
+	SCSI_XOP_STPG,        /* SET TARGET PORT GROUPS: scsi_stpg() of the list */
 };
 
 struct scsi_extent {
@@ -285,6 +327,7 @@ struct scsi_req {
 	bool exact_out;          /* the expected transfer length must equal data_out_len */
 	bool pattern;            /* WRITE SAME (after scsi_params): op is BS_WRITE of the
 				  * one data-out block repeated over each extent */
+	int8_t swp;              /* MODE SELECT (after scsi_params): the new SWP, or -1 */
 };
 
 /* Decodes and executes cdb[0..cdb_len) for lu (NULL: no such LUN).
@@ -306,6 +349,15 @@ void scsi_exec(const struct scsi_lu *lu, const uint8_t *cdb, uint32_t cdb_len,
 int scsi_params(const struct scsi_lu *lu, const uint8_t *cdb, uint32_t cdb_len,
 		const uint8_t *data, uint32_t len, struct scsi_extent *ext, unsigned max,
 		struct scsi_req *out);
+
+/* SET TARGET PORT GROUPS: checks the parameter list data[0..len) of cdb
+ * against lu->tpg. Returns the id of the group that is to become
+ * active/optimized (the other one then is standby), 0 when nothing is to
+ * change (out is DONE with GOOD), or -EINVAL (out is DONE with CHECK
+ * CONDITION: a group we do not have, a state other than active/optimized,
+ * active/non-optimized or standby, or two groups asked to be active). */
+int scsi_stpg(const struct scsi_lu *lu, const uint8_t *cdb, uint32_t cdb_len,
+	      const uint8_t *data, uint32_t len, struct scsi_req *out);
 
 /* The caller's I/O result for a SCSI_IO request: makes out DONE with GOOD
  * (err 0) or the status and sense for -errno; the only errno map:

@@ -283,13 +283,13 @@ int vol_peer_role(const struct vol *v)
 	return v->repl_ops ? v->repl_ops->peer_role(v->repl_ctx) : -1;
 }
 
-int vol_switchover(struct vol *v, char *msg, size_t len)
+int vol_switchover(struct vol *v, bool to_self, char *msg, size_t len)
 {
 	if (!v->repl_ops) {
 		snprintf(msg, len, "volume %s is not replicated", v->name);
 		return -EOPNOTSUPP;
 	}
-	return v->repl_ops->switchover(v->repl_ctx, msg, len);
+	return v->repl_ops->switchover(v->repl_ctx, to_self, msg, len);
 }
 
 int vol_meta_set(struct vol *v, const uint8_t *buf, size_t len)
@@ -536,6 +536,7 @@ int vol_open(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned ni
 	if (!v)
 		return -ENOMEM;
 	snprintf(v->name, sizeof(v->name), "%s", cv->name);
+	v->port_self = (uint16_t)(ni + 1);
 	v->size = cv->size;
 	v->ev = ev;
 	list_init(&v->locks);

@@ -64,9 +64,10 @@ struct vol_repl_ops {
 	/* The peer's role as last heard (enum vol_role), or -1 when the peer is
 	 * not connected (ALUA: the other port group's state). */
 	int (*peer_role)(void *ctx);
-	/* A planned switchover that makes this node primary (ALUA's SET TARGET
-	 * PORT GROUPS): 0 done, -EAGAIN under way (ask again), -errno. */
-	int (*switchover)(void *ctx, char *msg, size_t len);
+	/* A planned switchover that makes this node (to_self) or the peer
+	 * primary (ALUA's SET TARGET PORT GROUPS): 0 done, -EAGAIN under way
+	 * (ask again), -errno with msg saying why. */
+	int (*switchover)(void *ctx, bool to_self, char *msg, size_t len);
 };
 
 enum vol_role { VOL_SECONDARY = 0, VOL_PRIMARY };
@@ -125,6 +126,9 @@ struct vol {
 	const struct vol_repl_ops *repl_ops;
 	void *repl_ctx;
 	bool demoting; /* role change to secondary pending: new I/O refused */
+	/* ALUA: this node's and the peer's target port group (node index in
+	 * the configuration + 1; port_peer 0 when the volume lives on one node) */
+	uint16_t port_self, port_peer;
 	/* volume attributes (the SCSI persistent reservations image, opaque
 	 * here): kept in the metadata file, replicated by the primary */
 	uint8_t *meta;
@@ -212,9 +216,10 @@ void vol_event(struct vol *v, const char *what, const char *from, const char *to
 	       const char *extra);
 /* The peer's role (enum vol_role) or -1: unknown, not connected, or not replicated. */
 int vol_peer_role(const struct vol *v);
-/* Makes this node primary by a planned switchover (the peer demotes first):
- * 0 done, -EAGAIN under way (call again), -EOPNOTSUPP not replicated, -errno. */
-int vol_switchover(struct vol *v, char *msg, size_t len);
+/* A planned switchover that makes this node (to_self) or the peer primary
+ * (the primary demotes first): 0 done, -EAGAIN under way (call again),
+ * -EOPNOTSUPP not replicated, -errno. */
+int vol_switchover(struct vol *v, bool to_self, char *msg, size_t len);
 /* Persists the superblock (synchronous; rare events only). Logs failures. */
 int vol_md_write(struct vol *v);
 /* Allocation map (synchronous, cheap). */

@@ -187,7 +187,7 @@ static void test_invalid_opcodes(void **state)
 	/* not in this task (see the TODO in scsi.h), or unknown; 0x07 REASSIGN
 	 * BLOCKS, 0x3e READ LONG, 0x8c READ ATTRIBUTE sit next to commands we have */
 	static const uint8_t ops[] = { 0x01, 0x04, 0x07, 0x1d, 0x3b, 0x3c, 0x3e, 0x4d,
-				       0x7f, 0x8c, 0xa4, 0xc0, 0xff };
+				       0x7f, 0x8c, 0xc0, 0xff };
 	struct scsi_lu lu = lu_make();
 	struct scsi_req *r = req_new();
 	uint8_t c[32];
@@ -213,7 +213,7 @@ static void test_unknown_service_action(void **state)
 	assert_bad_cdb(r);
 	assert_int_equal(get16(r->sense + 16), 1);
 	c[0] = SCSI_MAINTENANCE_IN;
-	c[1] = 0x0a; /* REPORT TARGET PORT GROUPS: next */
+	c[1] = 0x0a; /* REPORT TARGET PORT GROUPS, of a unit without port groups */
 	run(&lu, c, 12, 0, r);
 	assert_bad_cdb(r);
 	free(r);
@@ -387,10 +387,10 @@ static void test_start_stop(void **state)
 
 	run(&lu, c, 6, 0, r);
 	assert_good(r);
-	lu.ready = false; /* not a medium access here */
+	lu.ready = false; /* not among what a standby port serves */
 	c[4] = 0;
 	run(&lu, c, 6, 0, r);
-	assert_good(r);
+	assert_not_ready(r);
 	free(r);
 }
 
@@ -1128,7 +1128,281 @@ static void test_not_ready_medium_commands(void **state)
 	c[4] = 255;
 	run(&lu, c, 6, 255, r);
 	assert_good(r);
+	memset(c, 0, 10);
+	c[0] = SCSI_READ_CAPACITY_10;
+	run(&lu, c, 10, 8, r);
+	assert_good(r);
+	memset(c, 0, 16);
+	c[0] = SCSI_SERVICE_ACTION_IN_16;
+	c[1] = SCSI_SAI_READ_CAPACITY_16;
+	put32(c + 10, 32);
+	run(&lu, c, 16, 32, r);
+	assert_good(r);
+	memset(c, 0, 10);
+	c[0] = SCSI_PERSISTENT_RESERVE_IN; /* READ KEYS: to the caller */
+	put16(c + 7, 64);
+	run(&lu, c, 10, 64, r);
+	assert_int_equal(r->kind, SCSI_IO);
+	assert_int_equal(r->xop, SCSI_XOP_PR_IN);
+	memset(c, 0, 6);
+	c[0] = SCSI_REQUEST_SENSE;
+	c[4] = 18;
+	run(&lu, c, 6, 18, r);
+	assert_good(r);
+	assert_int_equal(scsi_sense_key(r->data, r->data_len), SCSI_KEY_NOT_READY);
+
+	/* and what it does not, although no medium is touched */
+	memset(c, 0, 6);
+	run(&lu, c, 6, 0, r); /* TEST UNIT READY */
+	assert_not_ready(r);
+	c[0] = SCSI_START_STOP_UNIT;
+	run(&lu, c, 6, 0, r);
+	assert_not_ready(r);
+	memset(c, 0, 10);
+	c[0] = SCSI_PERSISTENT_RESERVE_OUT; /* only the primary stores reservations */
+	put32(c + 5, 24);
+	run(&lu, c, 10, 24, r);
+	assert_not_ready(r);
+	memset(c, 0, 10);
+	c[0] = SCSI_READ_DEFECT_DATA_10;
+	put16(c + 7, 4);
+	run(&lu, c, 10, 4, r);
+	assert_not_ready(r);
 	free(r);
+}
+
+/* ---- ALUA and software write protect ---- */
+
+static void mode_sense6(uint8_t *c, uint8_t dbd, uint8_t pc_page, uint8_t sub, uint8_t alloc);
+
+static struct scsi_lu lu_alua(bool primary)
+{
+	struct scsi_lu lu = lu_make();
+
+	lu.ready = primary;
+	lu.ntpg = 2;
+	lu.tpg[0] = (struct scsi_tpg){ .id = 2, .port = 2,
+				       .state = primary ? SCSI_ALUA_OPTIMIZED : SCSI_ALUA_STANDBY };
+	lu.tpg[1] = (struct scsi_tpg){ .id = 1, .port = 1,
+				       .state = primary ? SCSI_ALUA_STANDBY : SCSI_ALUA_OPTIMIZED };
+	return lu;
+}
+
+static void rtpg_cdb(uint8_t *c, uint8_t fmt, uint32_t alloc)
+{
+	memset(c, 0, 12);
+	c[0] = SCSI_MAINTENANCE_IN;
+	c[1] = (uint8_t)(fmt << 5 | SCSI_MI_REPORT_TPG);
+	put32(c + 6, alloc);
+}
+
+static void test_alua_identity(void **state)
+{
+	struct scsi_lu lu = lu_alua(false);
+	struct scsi_req *r = req_new();
+	uint8_t c[6];
+	uint32_t p, seen = 0;
+	(void)state;
+
+	inquiry(c, false, 0, 96);
+	run(&lu, c, 6, 96, r);
+	assert_good(r);
+	assert_int_equal(r->data[5] & 0x30, 0x30); /* TPGS: implicit and explicit */
+	inquiry(c, true, 0x83, 512);
+	run(&lu, c, 6, 512, r);
+	assert_good(r);
+	assert_int_equal(get16(r->data + 2) + 4, r->data_len);
+	for (p = 4; p + 4 <= r->data_len; p += 4u + r->data[p + 3]) {
+		uint8_t type = r->data[p + 1] & 0x0f, assoc = (r->data[p + 1] >> 4) & 3;
+		if (type == 4 || type == 5) {
+			assert_int_equal(assoc, 1); /* the target port */
+			assert_int_equal(r->data[p] & 0x0f, 1); /* binary */
+			assert_int_equal(r->data[p + 3], 4);
+			assert_int_equal(get16(r->data + p + 6), 2);
+			seen |= 1u << type;
+		}
+	}
+	assert_int_equal(p, r->data_len);
+	assert_int_equal(seen, (1u << 4) | (1u << 5));
+	lu.ntpg = 0; /* no port groups: no TPGS, no designators */
+	inquiry(c, false, 0, 96);
+	run(&lu, c, 6, 96, r);
+	assert_int_equal(r->data[5] & 0x30, 0);
+	free(r);
+}
+
+static void test_report_tpg(void **state)
+{
+	struct scsi_lu lu = lu_alua(false);
+	struct scsi_req *r = req_new();
+	uint8_t c[12];
+	(void)state;
+
+	rtpg_cdb(c, 0, 4096);
+	run(&lu, c, 12, 4096, r); /* served in standby */
+	assert_good(r);
+	assert_int_equal(r->data_len, 4 + 2 * 12);
+	assert_int_equal(get32(r->data), 2 * 12);
+	assert_int_equal(r->data[4] & 0x0f, SCSI_ALUA_STANDBY);
+	assert_int_equal(r->data[5], 0x0d); /* U_SUP S_SUP AO_SUP */
+	assert_int_equal(get16(r->data + 6), 2);
+	assert_int_equal(r->data[11], 1); /* one port */
+	assert_int_equal(get16(r->data + 14), 2);
+	assert_int_equal(r->data[16] & 0x0f, SCSI_ALUA_OPTIMIZED);
+	assert_int_equal(get16(r->data + 18), 1);
+	assert_int_equal(get16(r->data + 26), 1);
+
+	rtpg_cdb(c, 1, 4096); /* extended header */
+	run(&lu, c, 12, 4096, r);
+	assert_good(r);
+	assert_int_equal(r->data_len, 8 + 2 * 12);
+	assert_int_equal(get32(r->data), 4 + 2 * 12);
+	assert_int_equal(r->data[4], 0x10);
+	assert_int_equal(get16(r->data + 10), 2);
+
+	rtpg_cdb(c, 0, 10); /* the allocation length cuts */
+	run(&lu, c, 12, 10, r);
+	assert_good(r);
+	assert_int_equal(r->data_len, 10);
+	rtpg_cdb(c, 2, 4096); /* no such format */
+	run(&lu, c, 12, 4096, r);
+	assert_bad_cdb(r);
+	lu.tpg[1].state = SCSI_ALUA_UNAVAILABLE;
+	rtpg_cdb(c, 0, 4096);
+	run(&lu, c, 12, 4096, r);
+	assert_int_equal(r->data[16] & 0x0f, SCSI_ALUA_UNAVAILABLE);
+	free(r);
+}
+
+static int stpg(const struct scsi_lu *lu, const uint8_t *list, uint32_t len, struct scsi_req *r)
+{
+	uint8_t c[12] = { SCSI_MAINTENANCE_OUT, SCSI_MO_SET_TPG };
+
+	put32(c + 6, len);
+	run(lu, c, 12, len, r);
+	if (len) {
+		assert_int_equal(r->kind, SCSI_IO);
+		assert_int_equal(r->xop, SCSI_XOP_STPG);
+		assert_int_equal(r->data_out_len, len);
+	}
+	return scsi_stpg(lu, c, 12, list, len, r);
+}
+
+static void test_set_tpg(void **state)
+{
+	struct scsi_lu sec = lu_alua(false), pri = lu_alua(true);
+	struct scsi_req *r = req_new();
+	(void)state;
+
+	/* the standby node's group to active/optimized: this node */
+	assert_int_equal(stpg(&sec, (const uint8_t[]){ 0, 0, 0, 0, 0x0, 0, 0, 2 }, 8, r), 2);
+	/* the other group to standby: the same */
+	assert_int_equal(stpg(&sec, (const uint8_t[]){ 0, 0, 0, 0, 0x2, 0, 0, 1 }, 8, r), 2);
+	/* both, consistent; active/non-optimized counts as active */
+	assert_int_equal(stpg(&sec,
+			      (const uint8_t[]){ 0, 0, 0, 0, 0x1, 0, 0, 2, 0x2, 0, 0, 1 }, 12, r),
+			 2);
+	/* from the primary: its group to standby makes the peer primary */
+	assert_int_equal(stpg(&pri, (const uint8_t[]){ 0, 0, 0, 0, 0x2, 0, 0, 2 }, 8, r), 1);
+	/* already so: GOOD, nothing to do */
+	assert_int_equal(stpg(&pri, (const uint8_t[]){ 0, 0, 0, 0, 0x0, 0, 0, 2 }, 8, r), 0);
+	assert_good(r);
+	assert_int_equal(stpg(&pri, NULL, 0, r), 0); /* an empty list */
+	assert_good(r);
+	/* refused: a group we do not have, a state we do not offer, two active
+	 * groups, a group both active and standby, a partial descriptor */
+	assert_int_equal(stpg(&sec, (const uint8_t[]){ 0, 0, 0, 0, 0x0, 0, 0, 7 }, 8, r), -EINVAL);
+	assert_sense(r, SCSI_KEY_ILLEGAL_REQUEST, SCSI_ASC_INVALID_FIELD_PARAM);
+	assert_int_equal(get16(r->sense + 16), 6);
+	assert_int_equal(stpg(&sec, (const uint8_t[]){ 0, 0, 0, 0, 0xe, 0, 0, 2 }, 8, r), -EINVAL);
+	assert_sense(r, SCSI_KEY_ILLEGAL_REQUEST, SCSI_ASC_INVALID_FIELD_PARAM);
+	assert_int_equal(stpg(&sec,
+			      (const uint8_t[]){ 0, 0, 0, 0, 0x0, 0, 0, 2, 0x0, 0, 0, 1 }, 12, r),
+			 -EINVAL);
+	assert_int_equal(stpg(&sec,
+			      (const uint8_t[]){ 0, 0, 0, 0, 0x0, 0, 0, 2, 0x2, 0, 0, 2 }, 12, r),
+			 -EINVAL);
+	assert_int_equal(stpg(&sec, (const uint8_t[]){ 0, 0, 0, 0, 0x0, 0, 0 }, 7, r), -EINVAL);
+	assert_sense(r, SCSI_KEY_ILLEGAL_REQUEST, SCSI_ASC_PARAM_LIST_LENGTH);
+	/* a lone node cannot hand its role over */
+	pri.ntpg = 1;
+	assert_int_equal(stpg(&pri, (const uint8_t[]){ 0, 0, 0, 0, 0x2, 0, 0, 2 }, 8, r), -EINVAL);
+	free(r);
+}
+
+static void test_software_write_protect(void **state)
+{
+	struct scsi_lu lu = lu_make();
+	struct scsi_req *r = req_new(), *s = req_new();
+	struct scsi_extent ext[4];
+	uint8_t c[16], list[64];
+	uint32_t n;
+	(void)state;
+
+	/* SWP is the control page's changeable field */
+	mode_sense6(c, 0, 0x40 | 0x0a, 0, 255); /* PC changeable */
+	run(&lu, c, 6, 255, r);
+	assert_good(r);
+	assert_int_equal(r->data[4 + r->data[3] + 4], 0x08);
+	/* take the current page, set SWP, send it back */
+	mode_sense6(c, 0x08, 0x0a, 0, 255);
+	run(&lu, c, 6, 255, s);
+	n = s->data_len;
+	memcpy(list, s->data, n);
+	list[0] = 0;
+	list[2] = 0;
+	assert_int_equal(list[4 + 4] & 0x08, 0);
+	list[4 + 4] |= 0x08;
+	memset(c, 0, 6);
+	c[0] = SCSI_MODE_SELECT_6;
+	c[1] = 0x10;
+	c[4] = (uint8_t)n;
+	run(&lu, c, 6, n, r);
+	assert_int_equal(params(&lu, c, 6, list, n, ext, 4, r), 0);
+	assert_good(r);
+	assert_int_equal(r->swp, 1);
+	list[4 + 3] ^= 0x10; /* another field of the page: refused still */
+	assert_int_equal(params(&lu, c, 6, list, n, ext, 4, r), -EINVAL);
+	list[4 + 3] ^= 0x10;
+	/* a list without the control page leaves SWP alone */
+	assert_int_equal(params(&lu, c, 6, (const uint8_t[]){ 0, 0, 0, 0 }, 4, ext, 4, r), 0);
+	assert_int_equal(r->swp, -1);
+
+	/* while set: writes refused, reads served, WP in the header */
+	lu.swp = true;
+	cdb10(c, SCSI_WRITE_10, 0, 0, 1);
+	run(&lu, c, 10, 512, r);
+	assert_sense(r, SCSI_KEY_DATA_PROTECT, SCSI_ASC_WRITE_PROTECTED);
+	cdb16(c, SCSI_WRITE_SAME_16, 0, 0, 1);
+	run(&lu, c, 16, 512, r);
+	assert_sense(r, SCSI_KEY_DATA_PROTECT, SCSI_ASC_WRITE_PROTECTED);
+	cdb16(c, SCSI_COMPARE_AND_WRITE, 0, 0, 1);
+	c[13] = 1;
+	run(&lu, c, 16, 1024, r);
+	assert_sense(r, SCSI_KEY_DATA_PROTECT, SCSI_ASC_WRITE_PROTECTED);
+	memset(c, 0, 10);
+	c[0] = SCSI_UNMAP;
+	put16(c + 7, 24);
+	run(&lu, c, 10, 24, r);
+	assert_sense(r, SCSI_KEY_DATA_PROTECT, SCSI_ASC_WRITE_PROTECTED);
+	cdb10(c, SCSI_READ_10, 0, 0, 1);
+	run(&lu, c, 10, 512, r);
+	assert_int_equal(r->kind, SCSI_IO);
+	memset(c, 0, 10);
+	c[0] = SCSI_SYNCHRONIZE_CACHE_10;
+	run(&lu, c, 10, 0, r);
+	assert_int_equal(r->kind, SCSI_IO);
+	mode_sense6(c, 0x08, 0x0a, 0, 255);
+	run(&lu, c, 6, 255, r);
+	assert_int_equal(r->data[2] & 0x80, 0x80);
+	assert_int_equal(r->data[4 + 4] & 0x08, 0x08);
+	/* not ready comes first */
+	lu.ready = false;
+	cdb10(c, SCSI_WRITE_10, 0, 0, 1);
+	run(&lu, c, 10, 512, r);
+	assert_not_ready(r);
+	free(r);
+	free(s);
 }
 
 /* ---- VERIFY, SYNCHRONIZE CACHE, PRE-FETCH ---- */
@@ -1577,10 +1851,10 @@ static void test_read_defect_data(void **state)
 	run(&lu, c, 12, 5, r);
 	assert_int_equal(r->data_len, 5);
 
-	/* no medium access: answered on a standby port; not for a missing LUN */
+	/* not served on a standby port (SPC-4 5.15.2.4.4); not for a missing LUN */
 	lu.ready = false;
 	run(&lu, c, 12, 5, r);
-	assert_good(r);
+	assert_not_ready(r);
 	run(NULL, c, 12, 5, r);
 	assert_sense(r, SCSI_KEY_ILLEGAL_REQUEST, SCSI_ASC_LUN_NOT_SUPPORTED);
 	c[11] = 0x04; /* NACA */
@@ -2778,6 +3052,10 @@ int main(void)
 		cmocka_unit_test(test_rw_max_transfer),
 		cmocka_unit_test(test_rw_protect_and_xfer),
 		cmocka_unit_test(test_not_ready_medium_commands),
+		cmocka_unit_test(test_alua_identity),
+		cmocka_unit_test(test_report_tpg),
+		cmocka_unit_test(test_set_tpg),
+		cmocka_unit_test(test_software_write_protect),
 		cmocka_unit_test(test_verify),
 		cmocka_unit_test(test_verify_bytchk),
 		cmocka_unit_test(test_write_verify),
