@@ -5,7 +5,8 @@
 # Every top-level family (the ALL.<Family> entries of `iscsi-test-cu --list`)
 # runs in its own iscsi-test-cu process, under its own timeout: libiscsi 1.19
 # leaves a PDU hook active after CompareAndWrite.InvalidDataOutSize that
-# corrupts later 16-byte CDBs of the same process. --dataloss is on (the
+# corrupts later 16-byte CDBs of the same process. --dataloss and
+# --allow-sanitize are on (the
 # volume is scratch). Families that use a second I_T nexus (MultipathIO, the
 # reservation families, PreventAllow) get the target URL twice, the second
 # session logging in with the second initiator name.
@@ -128,7 +129,7 @@ for fam in "${families[@]}"; do
 		fail "zeroing the LUN before $fam: $(head -c 300 "$T/zero.err")"
 	t0=$(date +%s.%N)
 	rc=0
-	timeout -k 5 "$FAMILY_TIMEOUT" stdbuf -oL iscsi-test-cu --dataloss -i "$INIT1" -I "$INIT2" \
+	timeout -k 5 "$FAMILY_TIMEOUT" stdbuf -oL iscsi-test-cu --dataloss --allow-sanitize -i "$INIT1" -I "$INIT2" \
 		-t "ALL.$fam" "${urls[@]}" >"$T/$fam.out" 2>"$T/$fam.err" </dev/null || rc=$?
 	parse "$fam" <"$T/$fam.out" >"$T/$fam.res"
 	cat "$T/$fam.res" >>"$T/results.txt"
