@@ -237,18 +237,18 @@ static void lu_refresh(struct lu *lu)
 {
 	struct vol *v = lu->vol;
 	struct scsi_lu *d = &lu->desc;
-	uint8_t before[2] = { d->tpg[0].state, d->tpg[1].state };
+	uint8_t before[2] = { d->tpg[0].access, d->tpg[1].access };
 
 	d->ready = v->role == VOL_PRIMARY && !v->demoting && v->disk != VOL_FAILED &&
 		   v->disk != VOL_DISKLESS;
-	d->tpg[0].state = d->ready ? SCSI_ALUA_OPTIMIZED : SCSI_ALUA_STANDBY;
+	d->tpg[0].access = d->ready ? SCSI_ALUA_OPTIMIZED : SCSI_ALUA_STANDBY;
 	if (d->ntpg > 1) {
 		int peer = vol_peer_role(v);
-		d->tpg[1].state = peer < 0		  ? SCSI_ALUA_UNAVAILABLE
-				  : peer == VOL_PRIMARY ? SCSI_ALUA_OPTIMIZED
-							  : SCSI_ALUA_STANDBY;
+		d->tpg[1].access = peer < 0              ? SCSI_ALUA_UNAVAILABLE
+				   : peer == VOL_PRIMARY ? SCSI_ALUA_OPTIMIZED
+							 : SCSI_ALUA_STANDBY;
 	}
-	if (before[0] != d->tpg[0].state || (d->ntpg > 1 && before[1] != d->tpg[1].state))
+	if (before[0] != d->tpg[0].access || (d->ntpg > 1 && before[1] != d->tpg[1].access))
 		ua_broadcast(lu, SCSI_ASC_ALUA_CHANGED);
 }
 

@@ -962,7 +962,7 @@ static void spc_report_tpg(const struct scsi_lu *lu, const uint8_t *cdb, uint32_
 		const struct scsi_tpg *g = &lu->tpg[i];
 
 		memset(d + p, 0, 12);
-		d[p] = g->state & 0x0f;
+		d[p] = g->access & 0x0f;
 		d[p + 1] = 0x0d; /* U_SUP, S_SUP, AO_SUP */
 		put16(d + p + 2, g->id);
 		d[p + 7] = 1; /* one target port */
@@ -1013,6 +1013,8 @@ struct cmd {
 static void spc_report_opcodes(const struct scsi_lu *lu, const uint8_t *cdb, uint32_t xfer,
 			       struct scsi_req *out);
 
+/* The tables are laid out by hand, one command per entry. */
+/* clang-format off */
 #define CTL 0x04 /* control byte: NACA is examined (and refused) */
 
 static const struct cmd sai_tab[32] = {
@@ -1147,6 +1149,7 @@ static const struct cmd op_tab[256] = {
 	[SCSI_READ_DEFECT_DATA_12] = { .fn = sbc_read_defect, .len = 12,
 		.usage = { 0, 0x1f, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, CTL } },
 };
+/* clang-format on */
 
 static bool cmd_visible(const struct scsi_lu *lu, const struct cmd *c)
 {
@@ -1458,8 +1461,8 @@ static int params_mode_select(const struct scsi_lu *lu, const uint8_t *cdb, cons
 	return 0;
 }
 
-int scsi_stpg(const struct scsi_lu *lu, const uint8_t *cdb, uint32_t cdb_len,
-	      const uint8_t *data, uint32_t len, struct scsi_req *out)
+int scsi_stpg(const struct scsi_lu *lu, const uint8_t *cdb, uint32_t cdb_len, const uint8_t *data,
+	      uint32_t len, struct scsi_req *out)
 {
 	int active = -1, standby = -1; /* indexes into lu->tpg */
 
@@ -1514,7 +1517,7 @@ int scsi_stpg(const struct scsi_lu *lu, const uint8_t *cdb, uint32_t cdb_len,
 		}
 		active = 1 - standby;
 	}
-	if (active < 0 || lu->tpg[active].state == SCSI_ALUA_OPTIMIZED) {
+	if (active < 0 || lu->tpg[active].access == SCSI_ALUA_OPTIMIZED) {
 		good(out); /* nothing asked, or already so */
 		return 0;
 	}

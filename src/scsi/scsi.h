@@ -254,9 +254,9 @@
 /* One target port group: each node of a volume is one group with one
  * target port; both ids are the node's index in the configuration + 1. */
 struct scsi_tpg {
-	uint16_t id;   /* target port group */
-	uint16_t port; /* its relative target port identifier */
-	uint8_t state; /* SCSI_ALUA_* */
+	uint16_t id;    /* target port group */
+	uint16_t port;  /* its relative target port identifier */
+	uint8_t access; /* asymmetric access state: SCSI_ALUA_* */
 };
 
 /* The logical unit, filled by the caller; scsi_* only read it. */
@@ -296,12 +296,12 @@ enum scsi_xop {
 	/* commands whose state lives with the caller (src/scsi/pr.h, xcopy.h):
 	 * the CDB was checked for its length and control byte, readiness and
 	 * the data-out length; the caller runs the module */
-	SCSI_XOP_PR_IN,       /* PERSISTENT RESERVE IN: pr_in() */
-	SCSI_XOP_PR_OUT,      /* PERSISTENT RESERVE OUT, RESERVE/RELEASE 6/10: pr_out()
-			       * with the data_out_len bytes of parameter list */
-	SCSI_XOP_XCOPY,       /* EXTENDED COPY: xcopy_parse() of the parameter list */
-	SCSI_XOP_COPY_RESULTS,/* RECEIVE COPY RESULTS: xcopy_results() */
-	SCSI_XOP_STPG,        /* SET TARGET PORT GROUPS: scsi_stpg() of the list */
+	SCSI_XOP_PR_IN,        /* PERSISTENT RESERVE IN: pr_in() */
+	SCSI_XOP_PR_OUT,       /* PERSISTENT RESERVE OUT, RESERVE/RELEASE 6/10: pr_out()
+				* with the data_out_len bytes of parameter list */
+	SCSI_XOP_XCOPY,        /* EXTENDED COPY: xcopy_parse() of the parameter list */
+	SCSI_XOP_COPY_RESULTS, /* RECEIVE COPY RESULTS: xcopy_results() */
+	SCSI_XOP_STPG,         /* SET TARGET PORT GROUPS: scsi_stpg() of the list */
 };
 
 struct scsi_extent {
@@ -356,8 +356,8 @@ int scsi_params(const struct scsi_lu *lu, const uint8_t *cdb, uint32_t cdb_len,
  * change (out is DONE with GOOD), or -EINVAL (out is DONE with CHECK
  * CONDITION: a group we do not have, a state other than active/optimized,
  * active/non-optimized or standby, or two groups asked to be active). */
-int scsi_stpg(const struct scsi_lu *lu, const uint8_t *cdb, uint32_t cdb_len,
-	      const uint8_t *data, uint32_t len, struct scsi_req *out);
+int scsi_stpg(const struct scsi_lu *lu, const uint8_t *cdb, uint32_t cdb_len, const uint8_t *data,
+	      uint32_t len, struct scsi_req *out);
 
 /* The caller's I/O result for a SCSI_IO request: makes out DONE with GOOD
  * (err 0) or the status and sense for -errno; the only errno map:

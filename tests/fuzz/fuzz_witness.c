@@ -25,8 +25,8 @@ static size_t reencode(const struct wit_msg *m, uint8_t *out)
 	case WIT_HELLO: {
 		/* The encoder offers only this build's version; a peer may
 		 * offer a range, so the range is put back before comparing. */
-		size_t n = wit_enc_hello(out, m->u.hello.cluster, m->u.hello.name,
-					 m->u.hello.nonce, m->u.hello.flags);
+		size_t n = wit_enc_hello(out, m->u.hello.cluster, m->u.hello.name, m->u.hello.nonce,
+					 m->u.hello.flags);
 		uint16_t lo = htole16(m->u.hello.proto_min), hi = htole16(m->u.hello.proto_max);
 
 		memcpy(out + HDR + offsetof(struct wit_hello, proto_min), &lo, sizeof(lo));

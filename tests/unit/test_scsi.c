@@ -186,8 +186,8 @@ static void test_invalid_opcodes(void **state)
 {
 	/* not in this task (see the TODO in scsi.h), or unknown; 0x07 REASSIGN
 	 * BLOCKS, 0x3e READ LONG, 0x8c READ ATTRIBUTE sit next to commands we have */
-	static const uint8_t ops[] = { 0x01, 0x04, 0x07, 0x1d, 0x3b, 0x3c, 0x3e, 0x4d,
-				       0x7f, 0x8c, 0xc0, 0xff };
+	static const uint8_t ops[] = { 0x01, 0x04, 0x07, 0x1d, 0x3b, 0x3c,
+				       0x3e, 0x4d, 0x7f, 0x8c, 0xc0, 0xff };
 	struct scsi_lu lu = lu_make();
 	struct scsi_req *r = req_new();
 	uint8_t c[32];
@@ -1181,10 +1181,12 @@ static struct scsi_lu lu_alua(bool primary)
 
 	lu.ready = primary;
 	lu.ntpg = 2;
-	lu.tpg[0] = (struct scsi_tpg){ .id = 2, .port = 2,
-				       .state = primary ? SCSI_ALUA_OPTIMIZED : SCSI_ALUA_STANDBY };
-	lu.tpg[1] = (struct scsi_tpg){ .id = 1, .port = 1,
-				       .state = primary ? SCSI_ALUA_STANDBY : SCSI_ALUA_OPTIMIZED };
+	lu.tpg[0] = (struct scsi_tpg){
+		.id = 2, .port = 2, .access = primary ? SCSI_ALUA_OPTIMIZED : SCSI_ALUA_STANDBY
+	};
+	lu.tpg[1] = (struct scsi_tpg){
+		.id = 1, .port = 1, .access = primary ? SCSI_ALUA_STANDBY : SCSI_ALUA_OPTIMIZED
+	};
 	return lu;
 }
 
@@ -1215,7 +1217,7 @@ static void test_alua_identity(void **state)
 	for (p = 4; p + 4 <= r->data_len; p += 4u + r->data[p + 3]) {
 		uint8_t type = r->data[p + 1] & 0x0f, assoc = (r->data[p + 1] >> 4) & 3;
 		if (type == 4 || type == 5) {
-			assert_int_equal(assoc, 1); /* the target port */
+			assert_int_equal(assoc, 1);             /* the target port */
 			assert_int_equal(r->data[p] & 0x0f, 1); /* binary */
 			assert_int_equal(r->data[p + 3], 4);
 			assert_int_equal(get16(r->data + p + 6), 2);
@@ -1267,7 +1269,7 @@ static void test_report_tpg(void **state)
 	rtpg_cdb(c, 2, 4096); /* no such format */
 	run(&lu, c, 12, 4096, r);
 	assert_bad_cdb(r);
-	lu.tpg[1].state = SCSI_ALUA_UNAVAILABLE;
+	lu.tpg[1].access = SCSI_ALUA_UNAVAILABLE;
 	rtpg_cdb(c, 0, 4096);
 	run(&lu, c, 12, 4096, r);
 	assert_int_equal(r->data[16] & 0x0f, SCSI_ALUA_UNAVAILABLE);
@@ -1299,9 +1301,8 @@ static void test_set_tpg(void **state)
 	/* the other group to standby: the same */
 	assert_int_equal(stpg(&sec, (const uint8_t[]){ 0, 0, 0, 0, 0x2, 0, 0, 1 }, 8, r), 2);
 	/* both, consistent; active/non-optimized counts as active */
-	assert_int_equal(stpg(&sec,
-			      (const uint8_t[]){ 0, 0, 0, 0, 0x1, 0, 0, 2, 0x2, 0, 0, 1 }, 12, r),
-			 2);
+	assert_int_equal(
+		stpg(&sec, (const uint8_t[]){ 0, 0, 0, 0, 0x1, 0, 0, 2, 0x2, 0, 0, 1 }, 12, r), 2);
 	/* from the primary: its group to standby makes the peer primary */
 	assert_int_equal(stpg(&pri, (const uint8_t[]){ 0, 0, 0, 0, 0x2, 0, 0, 2 }, 8, r), 1);
 	/* already so: GOOD, nothing to do */
@@ -1316,12 +1317,12 @@ static void test_set_tpg(void **state)
 	assert_int_equal(get16(r->sense + 16), 6);
 	assert_int_equal(stpg(&sec, (const uint8_t[]){ 0, 0, 0, 0, 0xe, 0, 0, 2 }, 8, r), -EINVAL);
 	assert_sense(r, SCSI_KEY_ILLEGAL_REQUEST, SCSI_ASC_INVALID_FIELD_PARAM);
-	assert_int_equal(stpg(&sec,
-			      (const uint8_t[]){ 0, 0, 0, 0, 0x0, 0, 0, 2, 0x0, 0, 0, 1 }, 12, r),
-			 -EINVAL);
-	assert_int_equal(stpg(&sec,
-			      (const uint8_t[]){ 0, 0, 0, 0, 0x0, 0, 0, 2, 0x2, 0, 0, 2 }, 12, r),
-			 -EINVAL);
+	assert_int_equal(
+		stpg(&sec, (const uint8_t[]){ 0, 0, 0, 0, 0x0, 0, 0, 2, 0x0, 0, 0, 1 }, 12, r),
+		-EINVAL);
+	assert_int_equal(
+		stpg(&sec, (const uint8_t[]){ 0, 0, 0, 0, 0x0, 0, 0, 2, 0x2, 0, 0, 2 }, 12, r),
+		-EINVAL);
 	assert_int_equal(stpg(&sec, (const uint8_t[]){ 0, 0, 0, 0, 0x0, 0, 0 }, 7, r), -EINVAL);
 	assert_sense(r, SCSI_KEY_ILLEGAL_REQUEST, SCSI_ASC_PARAM_LIST_LENGTH);
 	/* a lone node cannot hand its role over */
