@@ -3,7 +3,8 @@
  * parameter list) and the logical unit the caller describes. Input layout:
  *   [0]      flags: bits 0-1 block (512, 4096, 1024, invalid), 2 ready,
  *            3 thin, 4 write cache, 5 target name, 6 no such LUN, 7 4K physical
- *   [1..8]   size in bytes (big-endian)   [9..12]  max_xfer_blocks
+ *   [1..8]   size in bytes (big-endian)   [9..12]  max_xfer_blocks (its top
+ *            bits: 31-30 port groups 0..2, 29 SWP, 28-27 the peer group's state)
  *   [13..16] expected transfer length     [17]     CDB length (0..32)
  *   CDB, then one byte `max` (extents the caller has room for), then the
  *   parameter list (the rest).
@@ -21,7 +22,10 @@
  * pattern (BS_WRITE of one extent) exactly when its block is not all zero;
  * reservations and copies (run by the caller with its state) carry their xop,
  * no volume I/O and the CDB's parameter list length; scsi_error() gives a
- * known status, scsi_miscompare() its sense.
+ * known status, scsi_miscompare() its sense. With SWP no I/O that changes
+ * the medium is handed out; a MODE SELECT's new SWP comes only from MODE
+ * SELECT; scsi_stpg() names a group the unit has and that is not active
+ * already, or answers the command itself.
  * A violated property calls abort() so that libFuzzer keeps the input. */
 #include <stdbool.h>
 #include <stdint.h>
@@ -93,6 +97,7 @@ static enum scsi_xop want_xop(const uint8_t *cdb)
 		return SCSI_XOP_XCOPY;
 	case SCSI_RECEIVE_COPY_RESULTS:
 		return SCSI_XOP_COPY_RESULTS;
+	case SCSI_MAINTENANCE_OUT: return SCSI_XOP_STPG;
 	default:
 		return SCSI_XOP_NONE;
 	}
@@ -102,7 +107,7 @@ static enum scsi_xop want_xop(const uint8_t *cdb)
 static bool stateful(enum scsi_xop x)
 {
 	return x == SCSI_XOP_PR_IN || x == SCSI_XOP_PR_OUT || x == SCSI_XOP_XCOPY ||
-	       x == SCSI_XOP_COPY_RESULTS;
+	       x == SCSI_XOP_COPY_RESULTS || x == SCSI_XOP_STPG;
 }
 
 static bool is_write_same(const uint8_t *cdb, uint32_t len)
@@ -182,6 +187,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	lu.write_cache = flags & 0x10;
 	lu.target_name = (flags & 0x20) ? long_name : NULL;
 	lu.phys_block = (flags & 0x80) ? 4096 : 0;
+	lu.ntpg = (lu.max_xfer_blocks >> 30) % 3;
+	lu.swp = (lu.max_xfer_blocks >> 29) & 1;
+	lu.tpg[0].id = 2;
+	lu.tpg[0].port = 2;
+	lu.tpg[0].access = lu.ready ? SCSI_ALUA_OPTIMIZED : SCSI_ALUA_STANDBY;
+	lu.tpg[1].id = 1;
+	lu.tpg[1].port = 1;
+	lu.tpg[1].access = (uint8_t)((lu.max_xfer_blocks >> 27) & 3);
 	lu_ok = (flags & 3) != 3; /* 1000 is not a valid block size */
 	lu.vendor = "TANDEM";
 	lu.product = "fuzz\x01volume-name-too-long";
@@ -230,8 +243,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	} else {
 		CHECK(r->kind == SCSI_IO);
 		CHECK(lup);
-		/* volume I/O only when ready (MODE SELECT's list is not volume I/O) */
-		CHECK(lu.ready || (r->needs_params && r->op == BS_OP_MAX));
+		/* volume I/O only when ready (MODE SELECT's list, PERSISTENT
+		 * RESERVE IN and SET TARGET PORT GROUPS are not volume I/O) */
+		CHECK(lu.ready || r->op == BS_OP_MAX);
 		CHECK(r->status == SCSI_GOOD && r->data_len == 0);
 		CHECK(r->xop == want_xop(cdb));
 		CHECK(!r->pattern); /* only scsi_params() sees the block */
@@ -244,6 +258,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				CHECK(r->data_out_len == be(cdb + 5, 4));
 			else if (cdb[0] == SCSI_EXTENDED_COPY)
 				CHECK(r->data_out_len == be(cdb + 10, 4));
+			else if (cdb[0] == SCSI_MAINTENANCE_OUT)
+				CHECK(r->data_out_len == be(cdb + 6, 4) && r->data_out_len <= xfer);
 			else
 				CHECK(r->data_out_len == 0);
 		} else if (r->needs_params) {
@@ -317,6 +333,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 	}
 
+	/* software write protect: nothing that changes the medium goes out */
+	if (lup && lu.swp && r->kind == SCSI_IO)
+		CHECK(r->op != BS_WRITE && r->op != BS_TRIM && r->op != BS_ZERO &&
+		      r->xop != SCSI_XOP_XCOPY);
+
+	/* SET TARGET PORT GROUPS, for any CDB */
+	memset(r2, 0xa5, sizeof(*r2));
+	k = scsi_stpg(lup, cdb, cdb_len, list, list_len, r2);
+	if (k <= 0) {
+		check_done(r2);
+		CHECK(k == 0 ? r2->status == SCSI_GOOD : r2->status == SCSI_CHECK_CONDITION);
+	} else {
+		CHECK(lup && cdb[0] == SCSI_MAINTENANCE_OUT && lu.ntpg >= 1);
+		CHECK((k == lu.tpg[0].id && lu.tpg[0].access != SCSI_ALUA_OPTIMIZED) ||
+		      (lu.ntpg == 2 && k == lu.tpg[1].id &&
+		       lu.tpg[1].access != SCSI_ALUA_OPTIMIZED));
+	}
+
 	/* The parameter list path, for any CDB. */
 	if (max > SCSI_UNMAP_MAX_DESC + 1)
 		max = SCSI_UNMAP_MAX_DESC + 1;
@@ -326,6 +360,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check_done(r2);
 		CHECK(k == 0 ? r2->status == SCSI_GOOD : r2->status == SCSI_CHECK_CONDITION);
 		CHECK(r2->data_len <= alloc);
+		CHECK(r2->swp < 0 ||
+		      (k == 0 && (cdb[0] == SCSI_MODE_SELECT_6 || cdb[0] == SCSI_MODE_SELECT_10)));
 	} else {
 		/* (r may differ: scsi_params decodes with no expected-length limit) */
 		CHECK(r2->kind == SCSI_IO && (unsigned)k <= max);
