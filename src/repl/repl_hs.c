@@ -239,6 +239,9 @@ static void handshake_decide(struct rconn *c)
 	r->peer = c->pst;
 	r->features = c->features;
 	repl_set_cstate(r, RC_CONNECTED);
+	/* the peer may have changed roles while it was away (its claim, its
+	 * release): what this node heard of the witness's record is stale */
+	quorum_peer_role(r);
 	meta_send(r, c);
 	log_info("volume %s: connected to %s (generations %016llx / %016llx: %s%s)", r->v->name,
 		 c->peer_node, (unsigned long long)gm.current, (unsigned long long)gp.current,

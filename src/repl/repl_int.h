@@ -209,6 +209,7 @@ struct repl {
 	char w_claim_msg[160];
 	char w_primary[WIT_NAME_LEN]; /* the record's primary as last heard */
 	bool w_heard;                 /* ... heard at all on this session */
+	uint64_t w_heard_min_seq;     /* ... from answers to this seq or later (Q5) */
 	bool quorum;                  /* shown in status */
 	uint64_t q_start_ns;          /* quorum_start: claims of a starting node wait a while */
 	uint64_t noquorum_ns;         /* a primary without quorum since; 0 it has it */

@@ -20,7 +20,13 @@
  *   Q3. A held write completes with -EIO once it waited quorum-timeout, or
  *       when the node steps down or is deposed: never successfully unless Q1.
  *   Q4. A claim's reply is acted on only if it answers the claim in flight
- *       (its seq) and the node is still a secondary without a connected peer.
+ *       (its seq) and the node may still claim (may_claim): a secondary
+ *       without a connected peer, or one the record names whose connected
+ *       peer is a secondary in sync with it.
+ *   Q5. What is known of the record (w_heard, w_primary) comes only from an
+ *       answer to a message sent after the peer's role was last seen to
+ *       change, and not before the answer to this node's last release
+ *       (w_heard_min_seq).
  * Never: promotes a node whose disk is inconsistent or failed; acts on the
  * witness's word without its proof (wit_client checks it). */
 #include "repl_int.h"
@@ -110,6 +116,12 @@ static void send_report(struct repl *r)
 	 * acknowledged report without SYNCED. */
 	if (f & WIT_F_SYNCED)
 		r->w_synced_seq = m.seq;
+	/* A release empties the record (W2): until its answer, what was heard
+	 * (this node named primary) must not make it claim again (Q5). */
+	if (f & WIT_F_RELEASE) {
+		r->w_heard = false;
+		r->w_heard_min_seq = m.seq;
+	}
 	if (!wit_client_send(r->wc, WIT_REPORT, &m))
 		return;
 	r->w_rep_ring[m.seq % 16] = m.seq << 8 | f;
@@ -134,11 +146,24 @@ static void send_claim(struct repl *r)
 		 r->w_claim_want == CLAIM_ADMIN ? " (by hand)" : "");
 }
 
+/* The witness's record, as last heard, names this node primary. */
+static bool named_self(const struct repl *r)
+{
+	return r->w_heard && !strcmp(r->w_primary, r->cfg->nodes[r->self].name);
+}
+
 /* A secondary that may take over by itself (N6, N7): failover auto, its
- * disk not known to be behind, and no peer connected. */
+ * disk not known to be behind, and no peer connected; or the record names
+ * it (a primary that restarted, or stepped down for want of quorum) and
+ * its peer is a secondary in sync with it: no one else may be granted the
+ * volume, and without this claim the two would stay secondaries. */
 static bool may_claim(const struct repl *r)
 {
-	return r->auto_failover && r->v->role == VOL_SECONDARY && !peer_connected(r) &&
+	bool peer_ok = !peer_connected(r) ||
+		       (named_self(r) && r->have_peer && r->peer.role != REPL_ROLE_PRIMARY &&
+			r->rstate == RR_ESTABLISHED);
+
+	return r->auto_failover && r->v->role == VOL_SECONDARY && peer_ok &&
 	       (r->v->disk == VOL_UPTODATE || r->v->disk == VOL_CONSISTENT) &&
 	       r->rstate != RR_SYNCTARGET && !r->admin_down && !r->shutting_down;
 }
@@ -188,6 +213,8 @@ void quorum_peer_role(struct repl *r)
 	if (!r->wc)
 		return;
 	r->w_heard = false;
+	/* an answer to an earlier message, still on its way, is as stale */
+	r->w_heard_min_seq = r->w_seq + 1;
 	r->w_rep_valid = false;
 	quorum_kick(r);
 }
@@ -269,8 +296,10 @@ static void on_verdict(void *ctx, uint16_t type, const struct wit_verdict *v)
 	struct repl *r = ctx;
 	const char *self = r->cfg->nodes[r->self].name;
 
-	snprintf(r->w_primary, sizeof(r->w_primary), "%s", v->primary);
-	r->w_heard = true;
+	if (v->seq >= r->w_heard_min_seq) {
+		snprintf(r->w_primary, sizeof(r->w_primary), "%s", v->primary);
+		r->w_heard = true;
+	}
 	if (type == WIT_REPORT_ACK) {
 		uint64_t e = r->w_rep_ring[v->seq % 16];
 		uint32_t f = (e >> 8) == v->seq ? (uint32_t)(e & 0xff) : 0;
