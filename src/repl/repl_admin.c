@@ -457,6 +457,10 @@ int repl_switchover(struct repl *r, const char *to, char *msg, size_t len)
 	bool to_self;
 	int rc;
 
+	if (r->shutting_down) { /* a stopping node neither hands over nor takes over */
+		snprintf(msg, len, "volume %s: this node is shutting down", v->name);
+		return -ESHUTDOWN;
+	}
 	if (to && strcmp(to, self) && strcmp(to, peer_name(r))) {
 		snprintf(msg, len, "volume %s lives on %s and %s, not on %s", v->name, self,
 			 peer_name(r), to);

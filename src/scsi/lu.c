@@ -244,9 +244,13 @@ static void lu_refresh(struct lu *lu)
 	d->tpg[0].access = d->ready ? SCSI_ALUA_OPTIMIZED : SCSI_ALUA_STANDBY;
 	if (d->ntpg > 1) {
 		int peer = vol_peer_role(v);
-		d->tpg[1].access = peer < 0              ? SCSI_ALUA_UNAVAILABLE
-				   : peer == VOL_PRIMARY ? SCSI_ALUA_OPTIMIZED
-							 : SCSI_ALUA_STANDBY;
+		/* unreachable: unavailable to a primary (it is in charge); a
+		 * secondary, which cannot tell a dead primary from a cut link,
+		 * says nothing of it */
+		d->tpg[1].access = peer == VOL_PRIMARY ? SCSI_ALUA_OPTIMIZED
+				   : peer >= 0         ? SCSI_ALUA_STANDBY
+				   : d->ready          ? SCSI_ALUA_UNAVAILABLE
+						       : SCSI_ALUA_UNKNOWN;
 	}
 	if (before[0] != d->tpg[0].access || (d->ntpg > 1 && before[1] != d->tpg[1].access))
 		ua_broadcast(lu, SCSI_ASC_ALUA_CHANGED);

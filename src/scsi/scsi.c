@@ -961,6 +961,11 @@ static void spc_report_tpg(const struct scsi_lu *lu, const uint8_t *cdb, uint32_
 	for (unsigned i = 0; i < lu->ntpg && i < 2; i++) {
 		const struct scsi_tpg *g = &lu->tpg[i];
 
+		/* An initiator applies a group's state to every path of the
+		 * group, also those it reaches through the other node: a node
+		 * does not speak for a primary it cannot see. */
+		if (g->access == SCSI_ALUA_UNKNOWN)
+			continue;
 		memset(d + p, 0, 12);
 		d[p] = g->access & 0x0f;
 		d[p + 1] = 0x0d; /* U_SUP, S_SUP, AO_SUP */
@@ -1465,6 +1470,7 @@ int scsi_stpg(const struct scsi_lu *lu, const uint8_t *cdb, uint32_t cdb_len, co
 	      uint32_t len, struct scsi_req *out)
 {
 	int active = -1, standby = -1; /* indexes into lu->tpg */
+	bool named[2] = { false, false };
 
 	scsi_exec(lu, cdb, cdb_len, UINT32_MAX, out);
 	if (out->kind == SCSI_DONE) /* refused, or an empty list */
@@ -1489,24 +1495,23 @@ int scsi_stpg(const struct scsi_lu *lu, const uint8_t *cdb, uint32_t cdb_len, co
 		for (unsigned i = 0; i < lu->ntpg && i < 2; i++)
 			if (lu->tpg[i].id == id)
 				g = (int)i;
-		if (g < 0) {
+		if (g < 0 || named[g]) { /* no such group, or named twice */
 			bad_param(out, q + 2);
 			return -EINVAL;
 		}
-		if (st == 0x0 || st == 0x1) { /* active/optimized, active/non-optimized */
-			if (active >= 0 && active != g) {
-				bad_param(out, q);
-				return -EINVAL;
-			}
+		named[g] = true;
+		/* the states REPORT TARGET PORT GROUPS says are supported and that
+		 * a node can be asked for: active/optimized and standby */
+		if (st == SCSI_ALUA_OPTIMIZED && active < 0) {
 			active = g;
-		} else if (st == SCSI_ALUA_STANDBY) {
+		} else if (st == SCSI_ALUA_STANDBY && standby < 0) {
 			standby = g;
-		} else {
+		} else { /* another state, or every group active or standby */
 			bad_param(out, q);
 			return -EINVAL;
 		}
 	}
-	if (active >= 0 && standby == active) {
+	if (active >= 0 && standby >= 0 && active == standby) {
 		bad_param(out, 4);
 		return -EINVAL;
 	}

@@ -249,7 +249,9 @@
 /* Asymmetric access states (SPC-4 6.37) that Tandem reports. */
 #define SCSI_ALUA_OPTIMIZED 0x0   /* the primary's port group */
 #define SCSI_ALUA_STANDBY 0x2     /* the secondary's */
-#define SCSI_ALUA_UNAVAILABLE 0x3 /* the peer's, while it cannot be reached */
+#define SCSI_ALUA_UNAVAILABLE 0x3 /* the peer's, to a primary that cannot reach it */
+/* the peer's, to a secondary that cannot reach it: not reported */
+#define SCSI_ALUA_UNKNOWN 0xff
 
 /* One target port group: each node of a volume is one group with one
  * target port; both ids are the node's index in the configuration + 1. */

@@ -1273,6 +1273,12 @@ static void test_report_tpg(void **state)
 	rtpg_cdb(c, 0, 4096);
 	run(&lu, c, 12, 4096, r);
 	assert_int_equal(r->data[16] & 0x0f, SCSI_ALUA_UNAVAILABLE);
+	lu.tpg[1].access = SCSI_ALUA_UNKNOWN; /* a secondary does not speak for its peer */
+	run(&lu, c, 12, 4096, r);
+	assert_good(r);
+	assert_int_equal(r->data_len, 4 + 12);
+	assert_int_equal(get32(r->data), 12);
+	assert_int_equal(get16(r->data + 4 + 2), lu.tpg[0].id);
 	free(r);
 }
 
@@ -1300,9 +1306,9 @@ static void test_set_tpg(void **state)
 	assert_int_equal(stpg(&sec, (const uint8_t[]){ 0, 0, 0, 0, 0x0, 0, 0, 2 }, 8, r), 2);
 	/* the other group to standby: the same */
 	assert_int_equal(stpg(&sec, (const uint8_t[]){ 0, 0, 0, 0, 0x2, 0, 0, 1 }, 8, r), 2);
-	/* both, consistent; active/non-optimized counts as active */
+	/* both, consistent */
 	assert_int_equal(
-		stpg(&sec, (const uint8_t[]){ 0, 0, 0, 0, 0x1, 0, 0, 2, 0x2, 0, 0, 1 }, 12, r), 2);
+		stpg(&sec, (const uint8_t[]){ 0, 0, 0, 0, 0x0, 0, 0, 2, 0x2, 0, 0, 1 }, 12, r), 2);
 	/* from the primary: its group to standby makes the peer primary */
 	assert_int_equal(stpg(&pri, (const uint8_t[]){ 0, 0, 0, 0, 0x2, 0, 0, 2 }, 8, r), 1);
 	/* already so: GOOD, nothing to do */
@@ -1325,6 +1331,17 @@ static void test_set_tpg(void **state)
 		-EINVAL);
 	assert_int_equal(stpg(&sec, (const uint8_t[]){ 0, 0, 0, 0, 0x0, 0, 0 }, 7, r), -EINVAL);
 	assert_sense(r, SCSI_KEY_ILLEGAL_REQUEST, SCSI_ASC_PARAM_LIST_LENGTH);
+	/* active/non-optimized (not offered: AN_SUP is 0), every group standby,
+	 * one group named twice */
+	assert_int_equal(stpg(&sec, (const uint8_t[]){ 0, 0, 0, 0, 0x1, 0, 0, 2 }, 8, r), -EINVAL);
+	assert_sense(r, SCSI_KEY_ILLEGAL_REQUEST, SCSI_ASC_INVALID_FIELD_PARAM);
+	assert_int_equal(
+		stpg(&sec, (const uint8_t[]){ 0, 0, 0, 0, 0x2, 0, 0, 2, 0x2, 0, 0, 1 }, 12, r),
+		-EINVAL);
+	assert_int_equal(
+		stpg(&sec, (const uint8_t[]){ 0, 0, 0, 0, 0x2, 0, 0, 1, 0x2, 0, 0, 1 }, 12, r),
+		-EINVAL);
+	assert_int_equal(get16(r->sense + 16), 10);
 	/* a lone node cannot hand its role over */
 	pri.ntpg = 1;
 	assert_int_equal(stpg(&pri, (const uint8_t[]){ 0, 0, 0, 0, 0x2, 0, 0, 2 }, 8, r), -EINVAL);
