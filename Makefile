@@ -36,7 +36,7 @@ BINS := $(B)/tandemd $(B)/tandemctl $(B)/tandem-witness
 
 # deps-check is order-only for objects: it runs first, even with -j, but never
 # forces a rebuild.
-.PHONY: all deps deps-check test test-one build-tests unit integration fuzz fuzz-run run install clean bench soak lint
+.PHONY: all deps deps-check test test-one build-tests unit integration fuzz fuzz-run run install clean bench soak lint model
 all: deps-check $(BINS)
 
 # Installs the Debian packages the build and tests need (only when missing).
@@ -103,8 +103,10 @@ test: deps
 	 { $(MAKE) --no-print-directory -j$(NPROC) fuzz && \
 	   $(MAKE) --no-print-directory fuzz-run FUZZ_SECONDS=$(TEST_FUZZ_SECONDS); } \
 		> >(tee build-test-fuzz.log) 2>&1; c=$$?; \
-	 bash tests/summary.sh build-test-plain.log build-test-asan.log build-test-fuzz.log; \
-	 test $$a -eq 0 -a $$b -eq 0 -a $$c -eq 0
+	 bash tests/model/run.sh > >(tee build-test-model.log) 2>&1; d=$$?; \
+	 bash tests/summary.sh build-test-plain.log build-test-asan.log build-test-fuzz.log \
+		build-test-model.log; \
+	 test $$a -eq 0 -a $$b -eq 0 -a $$c -eq 0 -a $$d -eq 0
 
 # libFuzzer harnesses (clang); `make fuzz-run FUZZ_SECONDS=N` runs each for N s.
 # The library is compiled once with coverage instrumentation (fuzzer-no-link)
@@ -160,6 +162,11 @@ install: all
 		$(DESTDIR)$(PREFIX)/lib/systemd/system/tandemd@.service
 	sed 's#@PREFIX@#$(PREFIX)#g' scripts/tandem-witness.service > \
 		$(DESTDIR)$(PREFIX)/lib/systemd/system/tandem-witness.service
+
+# The Promela model of the witness protocol (docs/model/), checked with spin,
+# and the seeded mutants that it must reject.
+model: deps
+	@bash tests/model/run.sh
 
 clean:
 	rm -rf build build-test-*.log

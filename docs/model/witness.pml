@@ -1,0 +1,1400 @@
+/*
+ * The witness protocol of Tandem (docs/WITNESS.md): roles, disk states and
+ * data generations of two nodes A and B, the witness W and its record, the
+ * peer link and client writes, under crashes, partitions and message loss.
+ *
+ * Checked with spin by tests/model/run.sh. docs/model/README.md says what is
+ * modelled, what is abstracted and why, and maps every C state and rule to
+ * its counterpart here.
+ *
+ * Properties:
+ *   P1. Never two nodes that may acknowledge writes at the same time.
+ *       A node may acknowledge (ACCEPTING) when it is primary and either its
+ *       peer link is established (the peer acknowledges) or N1 holds.
+ *   P2. A primary that may acknowledge writes holds every write that was
+ *       ever acknowledged, by anyone.
+ *   P3. A node is promoted only if it holds every acknowledged write.
+ *   P2 and P3 are not promised once an operator used `primary --force`
+ *   (forced); P1 always is. P1 and P2 are checked in every state (the
+ *   Monitor), P3 at every promotion (promote_now).
+ *   Also asserted, as checks of the C design: only legal disk transitions
+ *   (vol.c set_disk), R6 (a primary never receives data), a handshake
+ *   verdict "equal" only between identical copies, an activity log emptied
+ *   only between identical copies.
+ *
+ * Seeded bugs (each must make spin report a violation):
+ *   MUT_NO_SYNCED_CHECK       W3.1 skipped: a claim is granted without synced/gen
+ *   MUT_ACK_BEFORE_REPORT     N1: writes acknowledged alone as soon as the
+ *                             REPORT without SYNCED is sent, not acknowledged
+ *   MUT_NO_LIVE_SESSION_CHECK W3.2 skipped: grant while the primary's session lives
+ *   MUT_NO_GRACE              W3.3 skipped: no startup grace after a restart
+ *   MUT_NO_PERSIST            the record does not survive a witness restart
+ *   MUT_NO_PEER_ROLE_REFRESH  N6: quorum_peer_role keeps the stale record
+ *                             knowledge (needs CHECK_N6)
+ * Variants of the model:
+ *   C_ADMIN_FORCE  every admin CLAIM carries FORCE, as repl_quorum.c:send_claim
+ *                  does today (docs/WITNESS.md N8: only `primary --force`)
+ *   CHECK_N6       assert that a node which gives up a failover because "the
+ *                  record names no primary" (quorum_peer_lost) is right
+ *
+ * Bounds: MAXW client writes, MAXF faults, MAXOPS operator commands.
+ */
+
+#ifndef MAXW
+#define MAXW 2
+#endif
+#ifndef MAXF
+#define MAXF 2
+#endif
+#ifndef MAXOPS
+#define MAXOPS 1
+#endif
+/* Kinds of faults and commands, all on by default; a check may leave some
+ * out (NO_NODE_CRASH, NO_WITNESS_CRASH, NO_CUT_AB, NO_CUT_W, NO_ISOLATE,
+ * NO_OP_PRIMARY, NO_OP_FORCE, NO_OP_DEMOTE, WRITER=n). Leaving out only removes
+ * behaviours: a violation found so is one of the whole model. */
+#ifdef NO_NODE_CRASH
+#define NODE_CRASH false
+#else
+#define NODE_CRASH true
+#endif
+#ifdef NO_WITNESS_CRASH
+#define WITNESS_CRASH false
+#else
+#define WITNESS_CRASH true
+#endif
+#ifdef NO_CUT_AB
+#define CUT_AB false
+#else
+#define CUT_AB true
+#endif
+#ifdef NO_CUT_W
+#define CUT_W false
+#else
+#define CUT_W true
+#endif
+#ifdef NO_ISOLATE
+#define ISOLATE false
+#else
+#define ISOLATE true
+#endif
+#ifdef NO_OP_PRIMARY
+#define OP_PRIMARY false
+#else
+#define OP_PRIMARY true
+#endif
+#ifdef NO_OP_FORCE
+#define OP_FORCE false
+#else
+#define OP_FORCE true
+#endif
+#ifdef NO_OP_DEMOTE
+#define OP_DEMOTE false
+#else
+#define OP_DEMOTE true
+#endif
+/* WRITER: the one node that takes client writes (default: either) */
+#ifdef WRITER
+#define MAY_WRITE(n) ((n) == WRITER)
+#else
+#define MAY_WRITE(n) true
+#endif
+
+/* ---- names ---- */
+#define A 0
+#define B 1
+#define NONE 2 /* no node: the record's primary is "" */
+#define OTHER(n) (1 - (n))
+
+/* src/vol/vol.h: enum vol_role, enum vol_disk (same values) */
+#define VOL_SECONDARY 0
+#define VOL_PRIMARY 1
+#define VOL_UPTODATE 0
+#define VOL_INCONSISTENT 1
+#define VOL_OUTDATED 2
+#define VOL_CONSISTENT 5
+
+/* src/repl/repl.h: enum repl_rep_state */
+#define RR_OFF 0
+#define RR_ESTABLISHED 1
+#define RR_SYNCSOURCE 2
+#define RR_SYNCTARGET 3
+
+/* src/repl/repl_gen.h */
+#define GEN_NONE 0
+#define GEN_EMPTY 1
+
+/* include/proto/witness.h */
+#define WIT_REPORT 6
+#define WIT_REPORT_ACK 7
+#define WIT_CLAIM 8
+#define WIT_CLAIM_REPLY 9
+#define WIT_F_PRIMARY 1
+#define WIT_F_SYNCED 2
+#define WIT_F_FORCE 4
+#define WIT_F_RELEASE 8
+#define WIT_R_OK 0
+#define WIT_R_DEPOSED 1
+#define WIT_R_DENIED 2
+#define WIT_NONE 0
+#define WIT_NOT_SYNCED 1
+#define WIT_OLDER_DATA 2
+#define WIT_PRIMARY_ALIVE 3
+#define WIT_NO_RECORD 4
+
+/* src/wit/wit_rec.h: enum wit_claim_outcome */
+#define WIT_GRANT 0
+#define WIT_DENY 1
+#define WIT_WAIT 2
+
+/* src/repl/repl_int.h: enum claim_why */
+#define CLAIM_NONE 0
+#define CLAIM_AUTO 1
+#define CLAIM_ADMIN 2
+
+/* the peer link messages that matter here (include/proto/repl.h) */
+#define REPL_WRITE 1
+#define REPL_ACK 2
+#define REPL_RS_DONE 3
+
+/* handshake verdicts (repl_gen.h enum gen_verdict), seen from A; the
+ * refusals (split brain, unrelated, no data, both primary, a primary as
+ * target) are one */
+#define HS_EQUAL 0
+#define HS_SOURCE 1
+#define HS_TARGET 2
+#define HS_REFUSE 3
+
+/* ---- channels (FIFO, like the TCP connections they stand for) ---- */
+/* node n -> witness: type, flags (a CLAIM: flags | tag << 4), gen,
+ * history[0..3] (make_msg: a non-primary's history[3] is its bitmap
+ * generation, if it has one) */
+#define TWCAP 2
+#define FWCAP 2
+#define PCCAP 2
+chan tw[2] = [TWCAP] of { byte, byte, byte, byte, byte, byte, byte };
+/* witness -> node n: type, result, reason, the record's primary, and for a
+ * REPORT_ACK the flags of the REPORT it answers (w_rep_ring by seq in C),
+ * for a CLAIM_REPLY the tag of the CLAIM it answers (its seq) */
+chan fw[2] = [FWCAP] of { byte, byte, byte, byte, byte };
+/* to node n over the peer link: type, a write or a data set, a generation */
+chan pc[2] = [PCCAP] of { byte, byte, byte };
+
+/* ---- the nodes (index A, B) ---- */
+/* persisted: superblock (struct md_sb), change bitmap, activity log, data */
+byte gcur[2];   /* gen_current */
+byte gbm[2];    /* gen_bitmap */
+byte gh0[2];    /* gen_history[0..3] */
+byte gh1[2];
+byte gh2[2];
+byte gh3[2];
+bool bits[2];   /* the change bitmap has regions marked out of sync */
+bool al[2];     /* the activity log has extents: written since the last clean */
+bool mdprim[2]; /* TANDEM_MD_F_PRIMARY */
+byte data[2];   /* the writes the data area holds: bit k = client write k */
+byte disk[2];   /* vol->disk; vol.c persists it as F_UPTODATE / F_CONSISTENT */
+/* volatile: lost by a crash */
+byte role[2];         /* vol->role */
+bool crashed_prim[2]; /* vol->crashed_primary */
+byte rstate[2];       /* r->rstate */
+byte peer_disk[2];    /* r->peer.disk: the peer's disk as last heard */
+byte pendp[2];        /* writes sent to the peer whose ACK is not back */
+byte held[2];         /* r->held: writes waiting for the witness (N1) */
+/* repl_quorum.c */
+bool w_up[2];         /* r->w_up: this node's view of its witness session */
+bool rep_valid[2];    /* r->w_rep_valid */
+byte rep_flags[2];    /* r->w_rep_flags */
+byte rep_gen[2];      /* r->w_rep_gen */
+byte nsync[2];        /* REPORTs with SYNCED sent whose answer is not back */
+bool alone[2];        /* r->w_alone_seq > r->w_synced_seq */
+byte w_primary[2];    /* r->w_primary */
+bool w_heard[2];      /* r->w_heard */
+byte claim_want[2];   /* r->w_claim_want */
+bool claim_out[2];    /* r->w_claim_seq != 0 */
+byte ctag[2];         /* the tag (1..7) of the last CLAIM sent: r->w_claim_seq */
+byte claim_result[2]; /* r->w_claim_result: 0 none, 1 granted, 2 refused */
+bool adm_force[2];    /* the admin command under way is `primary --force` */
+bool adm_busy[2];     /* tandemctl polls a `primary` command */
+bool w_release[2];    /* r->w_release */
+
+/* ---- the links ---- */
+bool pl;      /* the peer connection is up at both ends (ST_RUN, RC_CONNECTED) */
+bool cutAB;   /* the A-B link is partitioned */
+bool cutW[2]; /* node n's link to the witness is partitioned */
+
+/* ---- the witness ---- */
+/* the record (struct wit_rec); WS2: persisted before any answer that depends
+ * on it, so these variables are also the state file */
+byte rp = NONE; /* primary */
+byte rgen;      /* gen */
+bool rsync;     /* synced */
+byte repoch;    /* epoch (counts to 3 and stays: only epoch == 0 is ever read) */
+bool grace;     /* W3.3: started less than witness-timeout ago */
+bool ws[3];     /* the witness's view: node n's session is up and alive; ws[NONE] false */
+/* struct wit_pending: one claim per session */
+bool pend_on[2];
+byte pend_flags[2];
+byte pend_gen[2];
+byte pend_h0[2];
+byte pend_h1[2];
+byte pend_h2[2];
+byte pend_h3[2];
+
+/* ---- for the properties ---- */
+byte nw;       /* client writes issued (the next one is bit nw) */
+byte acked;    /* the writes ever acknowledged to a client */
+bool forced;   /* an operator used `primary --force` */
+byte ngen = 2; /* md_new_gen: the last generation handed out */
+byte faults;   /* faults so far */
+byte ops;      /* operator commands so far */
+
+/* ---- derived conditions ---- */
+/* alone_ok (repl_quorum.c): N1 */
+#define ALONE_OK(n) (w_up[n] && alone[n])
+/* may acknowledge writes: by its peer, or alone (N1) */
+#define ACCEPTING(n) (role[n] == VOL_PRIMARY && (pl || ALONE_OK(n)))
+#define HOLDS_ALL(n) ((data[n] & acked) == acked)
+/* may_claim (repl_quorum.c): failover auto, secondary, no peer connected,
+ * disk up to date or consistent, not a sync target */
+#define MAY_CLAIM(n) (role[n] == VOL_SECONDARY && !pl && \
+	(disk[n] == VOL_UPTODATE || disk[n] == VOL_CONSISTENT) && rstate[n] != RR_SYNCTARGET)
+/* want_flags (repl_quorum.c), N2: SYNCED only while connected, established
+ * and both up to date */
+#define SYNCED_OK(n) (pl && rstate[n] == RR_ESTABLISHED && peer_disk[n] == VOL_UPTODATE && \
+	disk[n] == VOL_UPTODATE)
+#define WANT_FLAGS(n) (role[n] == VOL_PRIMARY -> \
+	(SYNCED_OK(n) -> (WIT_F_PRIMARY | WIT_F_SYNCED) : WIT_F_PRIMARY) : \
+	(w_release[n] -> WIT_F_RELEASE : 0))
+/* send_report: sent only when the flags or the generation changed */
+#define REPORT_NEEDED(n) (w_up[n] && !(rep_valid[n] && rep_flags[n] == WANT_FLAGS(n) && \
+	rep_gen[n] == gcur[n]))
+/* the rest of quorum_kick: a claim started, dropped or sent. N7: a
+ * starting node that the record does not name first waits peer-timeout
+ * (now - q_start_ns >= timeout_ns); waiting is timing only, and the model
+ * lets a node claim at any time after, so the wait is left out (a node may
+ * claim at once: every behaviour of C is still one of the model's). */
+#define CLAIM_START(n) (claim_want[n] == CLAIM_NONE && MAY_CLAIM(n) && w_heard[n] && \
+	w_primary[n] != NONE)
+#define CLAIM_NEEDED(n) (w_up[n] && !REPORT_NEEDED(n) && (CLAIM_START(n) || \
+	(claim_want[n] == CLAIM_AUTO && !MAY_CLAIM(n)) || \
+	(claim_want[n] != CLAIM_NONE && !claim_out[n])))
+/* make_msg: a non-primary counts its bitmap generation as its data too */
+#define MSG_H3(n) ((gbm[n] > GEN_EMPTY && role[n] != VOL_PRIMARY) -> gbm[n] : gh3[n])
+/* in_history (repl_gen.c) */
+#define INHIST(n, g) ((g) > GEN_EMPTY && (gh0[n] == (g) || gh1[n] == (g) || gh2[n] == (g) || \
+	gh3[n] == (g)))
+/* standing (repl_gen.c): outdated 0, unverified 1, up to date 2 */
+#define STANDING(n) (disk[n] == VOL_OUTDATED -> 0 : (disk[n] == VOL_CONSISTENT -> 1 : 2))
+/* holds_gen (wit_rec.c) on the pending claim of node n */
+#define PEND_HOLDS(n, g) (pend_gen[n] == (g) || ((g) > GEN_EMPTY && \
+	(pend_h0[n] == (g) || pend_h1[n] == (g) || pend_h2[n] == (g) || pend_h3[n] == (g))))
+/* a node that still believes in a session the witness has closed */
+#define STALE(n) (w_up[n] && !ws[n])
+/* peer branched from me / I branched from the peer (repl_gen.c decide) */
+#define FROM(x, y) (gbm[x] != GEN_NONE && gbm[x] == gcur[y])
+
+#ifdef MUT_NO_LIVE_SESSION_CHECK
+#define PRIMARY_ALIVE(n) false
+#else
+/* decide_claim, node_alive (wit_server.c): the recorded primary, another
+ * node, holds a live session */
+#define PRIMARY_ALIVE(n) (rp != NONE && rp != (n) && ws[rp])
+#endif
+#ifdef MUT_NO_GRACE
+#define IN_GRACE false
+#else
+#define IN_GRACE grace
+#endif
+
+/* ================= node helpers ================= */
+
+/* vol.c set_disk: the one writer of v->disk, with its legal[][] table */
+inline set_disk(n, to)
+{
+	if
+	:: disk[n] == to -> skip
+	:: else ->
+		assert((disk[n] == VOL_UPTODATE && (to == VOL_OUTDATED || to == VOL_INCONSISTENT)) ||
+		       (disk[n] == VOL_OUTDATED && (to == VOL_UPTODATE || to == VOL_INCONSISTENT)) ||
+		       (disk[n] == VOL_CONSISTENT && (to == VOL_UPTODATE || to == VOL_OUTDATED ||
+						     to == VOL_INCONSISTENT)) ||
+		       (disk[n] == VOL_INCONSISTENT && to == VOL_UPTODATE));
+		disk[n] = to
+	fi
+}
+
+/* repl.c gen_branch: a primary that writes without its peer (R7) */
+inline gen_branch(n)
+{
+	if
+	:: gbm[n] == GEN_NONE ->
+		gbm[n] = gcur[n];
+		ngen++;
+		assert(ngen < 16);
+		gcur[n] = ngen
+	:: else -> skip
+	fi
+}
+
+/* repl_gen.c gen_push_history: four entries, the oldest pushed out */
+inline push_hist(n, g)
+{
+	if
+	:: g <= GEN_EMPTY || gh0[n] == g -> skip
+	:: else ->
+		gh3[n] = gh2[n];
+		gh2[n] = gh1[n];
+		gh1[n] = gh0[n];
+		gh0[n] = g
+	fi
+}
+
+/* r->w_claim_seq = 0: a reply to the claim in flight is not acted on (Q4) */
+inline drop_claim(n)
+{
+	claim_out[n] = false
+}
+
+/* on_session (repl_quorum.c), the node's side of a session that ends or
+ * begins. Q1: an acknowledgement counts only on the session that gave it. */
+inline session_reset_node(n)
+{
+	rep_valid[n] = false;
+	rep_flags[n] = 0;
+	rep_gen[n] = 0;
+	w_heard[n] = false;
+	w_primary[n] = NONE;
+	alone[n] = false;
+	claim_out[n] = false;
+	ctag[n] = 0;
+	nsync[n] = 0
+}
+
+inline flush_w(n)
+{
+	do
+	:: tw[n]?_, _, _, _, _, _, _
+	:: empty(tw[n]) -> break
+	od;
+	do
+	:: fw[n]?_, _, _, _, _
+	:: empty(fw[n]) -> break
+	od
+}
+
+/* the witness's side of a closed session (wit_server.c on_closed): its
+ * pending claim goes with it; the others are decided again (evaluate) by
+ * the witness's own steps */
+inline session_lost_wit(n)
+{
+	ws[n] = false;
+	pend_on[n] = false;
+	pend_flags[n] = 0;
+	pend_gen[n] = 0;
+	pend_h0[n] = 0;
+	pend_h1[n] = 0;
+	pend_h2[n] = 0;
+	pend_h3[n] = 0;
+	flush_w(n)
+}
+
+/* send_report (repl_quorum.c); taken only when REPORT_NEEDED */
+inline send_report(n, f)
+{
+	f = WANT_FLAGS(n);
+	printf("%c: REPORT flags %d gen %d (delivered %d)\n", 'A' + n, f, gcur[n], ws[n]);
+	/* Q2, N2: from here on N1 needs a newer acknowledged report without SYNCED */
+	if
+	:: f & WIT_F_SYNCED -> nsync[n]++; alone[n] = false
+	:: else -> skip
+	fi;
+#ifdef MUT_ACK_BEFORE_REPORT
+	/* the seeded bug: N1 counts a report without SYNCED once it is sent */
+	if
+	:: (f & WIT_F_PRIMARY) && !(f & WIT_F_SYNCED) -> alone[n] = true
+	:: else -> skip
+	fi;
+#endif
+	if
+	:: ws[n] -> tw[n]!WIT_REPORT, f, gcur[n], gh0[n], gh1[n], gh2[n], MSG_H3(n)
+	:: else -> skip /* into a session the witness closed: lost */
+	fi;
+	rep_valid[n] = true;
+	rep_flags[n] = f;
+	rep_gen[n] = gcur[n];
+	if
+	:: f & WIT_F_RELEASE -> w_release[n] = false
+	:: else -> skip
+	fi;
+	f = 0
+}
+
+/* the claim half of quorum_kick, and send_claim (repl_quorum.c) */
+inline kick_claim(n, f)
+{
+	if
+	:: CLAIM_START(n) -> claim_want[n] = CLAIM_AUTO
+	:: else -> skip
+	fi;
+	if
+	:: claim_want[n] == CLAIM_AUTO && !MAY_CLAIM(n) ->
+		claim_want[n] = CLAIM_NONE; /* Q4: a peer came, or the disk changed */
+		drop_claim(n)
+	:: else -> skip
+	fi;
+	if
+	:: claim_want[n] != CLAIM_NONE && !claim_out[n] ->
+#ifdef C_ADMIN_FORCE
+		f = (claim_want[n] == CLAIM_ADMIN -> WIT_F_FORCE : 0);
+#else
+		f = ((claim_want[n] == CLAIM_ADMIN && adm_force[n]) -> WIT_F_FORCE : 0);
+#endif
+		claim_out[n] = true;
+		/* a new seq; seven tags never wrap onto a reply still in flight
+		 * (at most five messages of a node are) */
+		ctag[n] = ctag[n] % 7 + 1;
+		printf("%c: CLAIM flags %d gen %d history %d %d %d %d (delivered %d)\n", 'A' + n, f,
+		       gcur[n], gh0[n], gh1[n], gh2[n], MSG_H3(n), ws[n]);
+		if
+		:: ws[n] -> tw[n]!WIT_CLAIM, f | (ctag[n] << 4), gcur[n], gh0[n], gh1[n], gh2[n], MSG_H3(n)
+		:: else -> skip
+		fi;
+		f = 0
+	:: else -> skip
+	fi
+}
+
+/* quorum_kick (repl_quorum.c), called at once after the events that call
+ * it in C; the tick (the Node's own steps) does the same later otherwise */
+inline quorum_kick(n, f)
+{
+	if
+	:: REPORT_NEEDED(n) && (len(tw[n]) < TWCAP) -> send_report(n, f)
+	:: else -> skip
+	fi;
+	if
+	:: CLAIM_NEEDED(n) && (len(tw[n]) < TWCAP) -> kick_claim(n, f)
+	:: else -> skip
+	fi
+}
+
+/* quorum_peer_role (repl_quorum.c), called by repl_hs.c run_state when the
+ * peer's STATE shows another role. N6: what this node knew of the record is
+ * stale; a new report fetches it. */
+inline quorum_peer_role(n)
+{
+	w_heard[n] = false;
+	w_primary[n] = NONE; /* (not read while w_heard is false) */
+	rep_valid[n] = false;
+	rep_flags[n] = 0;
+	rep_gen[n] = 0;
+	quorum_kick(n, f)
+}
+
+/* conn_lost (repl_conn.c) on node n; pwp: its peer was primary */
+inline conn_lost(n, pwp)
+{
+	/* R7: a primary marks the activity log out of sync, then starts a new
+	 * generation if anything is marked */
+	if
+	:: role[n] == VOL_PRIMARY ->
+		bits[n] = (bits[n] || al[n]);
+		if
+		:: bits[n] -> gen_branch(n)
+		:: else -> skip
+		fi
+	:: else -> skip
+	fi;
+	/* fail_pending: every write still waiting for the peer is marked and
+	 * is a write of a new generation (on any role), then fg_finish ->
+	 * quorum_hold (Q1): completed only under N1 */
+	if
+	:: pendp[n] != 0 ->
+		gen_branch(n);
+		bits[n] = true;
+		if
+		:: role[n] == VOL_PRIMARY && ALONE_OK(n) ->
+			acked = acked | pendp[n];
+			printf("%c: writes %d acknowledged alone\n", 'A' + n, pendp[n])
+		:: role[n] == VOL_PRIMARY && !ALONE_OK(n) -> held[n] = held[n] | pendp[n]
+		:: role[n] != VOL_PRIMARY -> skip /* held until quorum-timeout: EIO */
+		fi
+	:: else -> skip
+	fi;
+	pendp[n] = 0;
+	rstate[n] = RR_OFF;
+	peer_disk[n] = VOL_INCONSISTENT;
+	/* a secondary that lost its primary: quorum_peer_lost (N6), else outdated */
+	if
+	:: role[n] != VOL_PRIMARY && (pwp) && disk[n] == VOL_UPTODATE ->
+		if
+		:: !MAY_CLAIM(n) || (w_heard[n] && w_primary[n] == NONE) ->
+#ifdef CHECK_N6
+			assert(!MAY_CLAIM(n) || rp == NONE);
+#endif
+			set_disk(n, VOL_OUTDATED)
+		:: else ->
+			claim_want[n] = CLAIM_AUTO;
+			drop_claim(n);
+			quorum_kick(n, f)
+		fi
+	:: else -> skip
+	fi
+}
+
+inline flush_pc()
+{
+	do
+	:: pc[A]?_, _, _
+	:: empty(pc[A]) -> break
+	od;
+	do
+	:: pc[B]?_, _, _
+	:: empty(pc[B]) -> break
+	od
+}
+
+/* the peer connection ends at both ends (a partition, conn_abort) */
+inline link_lost()
+{
+	printf("A-B: connection lost\n");
+	pl = false;
+	flush_pc();
+	conn_lost(A, role[B] == VOL_PRIMARY);
+	conn_lost(B, role[A] == VOL_PRIMARY)
+}
+
+/* step_down (repl_quorum.c). Q3: held writes fail with EIO. */
+inline step_down(n)
+{
+	printf("%c: steps down\n", 'A' + n);
+	held[n] = 0;
+	if
+	:: role[n] == VOL_PRIMARY ->
+		mdprim[n] = false;
+		role[n] = VOL_SECONDARY;
+		if
+		:: pl -> quorum_peer_role(OTHER(n)) /* send_state */
+		:: else -> skip
+		fi
+	:: else -> skip
+	fi
+}
+
+/* give_up_branch (repl_quorum.c), N5: back to the bitmap generation; the
+ * bits stay, so the next connect makes this node the sync target */
+inline give_up_branch(n)
+{
+	if
+	:: gbm[n] > GEN_EMPTY ->
+		gcur[n] = gbm[n];
+		gbm[n] = GEN_NONE;
+		if
+		:: disk[n] == VOL_UPTODATE || disk[n] == VOL_CONSISTENT -> set_disk(n, VOL_OUTDATED)
+		:: else -> skip
+		fi
+	:: else -> skip
+	fi
+}
+
+/* deposed (repl_quorum.c), N5 */
+inline deposed(n)
+{
+	printf("%c: deposed\n", 'A' + n);
+	step_down(n);
+	give_up_branch(n);
+	if
+	:: disk[n] == VOL_UPTODATE || disk[n] == VOL_CONSISTENT -> set_disk(n, VOL_OUTDATED)
+	:: else -> skip
+	fi;
+	if
+	:: pl -> link_lost() /* conn_abort: a new handshake with the new facts */
+	:: else -> skip
+	fi
+}
+
+/* promote_now (repl_admin.c): the common end of every promotion */
+inline promote_now(n)
+{
+	printf("%c: promoted (data %d, acknowledged %d)\n", 'A' + n, data[n], acked);
+	assert(forced || HOLDS_ALL(n)); /* P3 */
+	if
+	:: disk[n] == VOL_CONSISTENT || disk[n] == VOL_OUTDATED -> set_disk(n, VOL_UPTODATE)
+	:: else -> skip
+	fi;
+	mdprim[n] = true;
+	role[n] = VOL_PRIMARY;
+	w_release[n] = false;
+	if
+	:: pl -> quorum_peer_role(OTHER(n)) /* send_state */
+	:: else -> skip
+	fi;
+	quorum_kick(n, f)
+}
+
+/* ================= witness helpers ================= */
+
+/* wit_rec_claim (wit_rec.c): W3 on the pending claim of node n */
+inline claim_outcome(n, outc, reason)
+{
+	outc = WIT_GRANT;
+	reason = WIT_NONE;
+	if
+	:: rp == n -> skip /* the record names it already */
+	:: else ->
+		if
+		:: !(pend_flags[n] & WIT_F_FORCE) ->
+			if
+			:: rp == NONE && repoch == 0 -> outc = WIT_DENY; reason = WIT_NO_RECORD
+			:: else ->
+#ifndef MUT_NO_SYNCED_CHECK
+				/* W3.1 */
+				if
+				:: !rsync -> outc = WIT_DENY; reason = WIT_NOT_SYNCED
+				:: rsync && !PEND_HOLDS(n, rgen) -> outc = WIT_DENY; reason = WIT_OLDER_DATA
+				:: else -> skip
+				fi
+#else
+				skip
+#endif
+			fi
+		:: else -> skip
+		fi;
+		/* W3.2, W3.3 */
+		if
+		:: outc == WIT_GRANT && rp != NONE && (PRIMARY_ALIVE(n) || IN_GRACE) ->
+			outc = WIT_WAIT; reason = WIT_PRIMARY_ALIVE
+		:: else -> skip
+		fi
+	fi
+}
+
+/* decide_claim (wit_server.c): a grant (wit_rec_grant) or a denial */
+inline answer_claim(n, outc, reason)
+{
+	if
+	:: outc == WIT_GRANT ->
+		if
+		:: rp != n ->
+			rp = n;
+			rgen = pend_gen[n];
+			rsync = false; /* WR1: the new primary writes alone at once */
+			if
+			:: repoch < 3 -> repoch++ /* WR2 */
+			:: else -> skip
+			fi
+		:: else -> skip
+		fi;
+		printf("W: grants the claim of %c; record %d gen %d\n", 'A' + n, rp, rgen);
+		fw[n]!WIT_CLAIM_REPLY, WIT_R_OK, WIT_NONE, rp, pend_flags[n] >> 4
+	:: else ->
+		printf("W: denies the claim of %c: %d\n", 'A' + n, reason);
+		fw[n]!WIT_CLAIM_REPLY, WIT_R_DENIED, reason, rp, pend_flags[n] >> 4
+	fi;
+	pend_on[n] = false;
+	pend_flags[n] = 0;
+	pend_gen[n] = 0;
+	pend_h0[n] = 0;
+	pend_h1[n] = 0;
+	pend_h2[n] = 0;
+	pend_h3[n] = 0
+}
+
+/* one message of node n (wit_server.c handle -> on_report / on_claim) */
+inline wit_handle(n)
+{
+	if
+	:: mt == WIT_REPORT ->
+		/* wit_rec_report: W1, W2 */
+		res = WIT_R_OK;
+		if
+		:: (mf & WIT_F_PRIMARY) && rp != NONE && rp != n ->
+			res = WIT_R_DEPOSED /* W1: another node holds the record */
+		:: (mf & WIT_F_PRIMARY) && (rp == NONE || rp == n) ->
+			if
+			:: rp == NONE ->
+				rp = n;
+				if
+				:: repoch < 3 -> repoch++
+				:: else -> skip
+				fi
+			:: else -> skip
+			fi;
+			rgen = mg;
+			rsync = ((mf & WIT_F_SYNCED) != 0)
+		:: !(mf & WIT_F_PRIMARY) && (mf & WIT_F_RELEASE) && rp == n ->
+			rp = NONE; /* W2: gen and synced stay what the primary said */
+			if
+			:: repoch < 3 -> repoch++
+			:: else -> skip
+			fi
+		:: else -> skip
+		fi;
+		printf("W: REPORT of %c: result %d; record %d gen %d synced %d\n", 'A' + n, res, rp,
+		       rgen, rsync);
+		fw[n]!WIT_REPORT_ACK, res, WIT_NONE, rp, mf
+	:: mt == WIT_CLAIM ->
+		/* on_claim: pending (in place of an earlier one, never answered
+		 * then), and decided at once */
+		pend_on[n] = true;
+		pend_flags[n] = mf;
+		pend_gen[n] = mg;
+		pend_h0[n] = mh0;
+		pend_h1[n] = mh1;
+		pend_h2[n] = mh2;
+		pend_h3[n] = mh3;
+		claim_outcome(n, outc, reason);
+		if
+		:: outc != WIT_WAIT -> answer_claim(n, outc, reason)
+		:: else -> skip
+		fi
+	fi;
+	mt = 0; mf = 0; mg = 0; mh0 = 0; mh1 = 0; mh2 = 0; mh3 = 0; res = 0; outc = 0; reason = 0
+}
+
+/* evaluate (WS3): a pending claim decided again, after a report, a closed
+ * session or on a tick. W3.2: a waiting claim is denied after witness-timeout. */
+inline wit_decide(n)
+{
+	claim_outcome(n, outc, reason);
+	if
+	:: outc != WIT_WAIT -> answer_claim(n, outc, reason)
+	:: outc == WIT_WAIT -> answer_claim(n, WIT_DENY, reason) /* witness-timeout */
+	:: outc == WIT_WAIT -> skip /* waits on */
+	fi;
+	outc = 0; reason = 0
+}
+
+/* ================= the handshake (repl_hs.c handshake_decide) ================= */
+
+inline handshake(hv, hb, isrc)
+{
+	/* gen_decide (repl_gen.c) from A's side; me_first: "A" sorts first.
+	 * Both sides merged the bitmaps: has_bits is either's bits. */
+	hb = (bits[A] || bits[B]);
+	if
+	:: gcur[A] == GEN_NONE && gcur[B] == GEN_NONE -> hv = HS_REFUSE
+	:: gcur[A] == GEN_NONE && gcur[B] != GEN_NONE -> hv = HS_TARGET
+	:: gcur[A] != GEN_NONE && gcur[B] == GEN_NONE -> hv = HS_SOURCE
+	:: gcur[A] != GEN_NONE && gcur[B] != GEN_NONE ->
+		if
+		:: FROM(B, A) && FROM(A, B) -> hv = HS_REFUSE /* split brain */
+		:: FROM(B, A) && !FROM(A, B) -> hv = HS_TARGET
+		:: !FROM(B, A) && FROM(A, B) -> hv = HS_SOURCE
+		:: !FROM(B, A) && !FROM(A, B) ->
+			if
+			:: gcur[A] == GEN_EMPTY && gcur[B] != GEN_EMPTY -> hv = HS_TARGET
+			:: gcur[B] == GEN_EMPTY && gcur[A] != GEN_EMPTY -> hv = HS_SOURCE
+			:: gcur[A] == gcur[B] ->
+				if
+				:: (disk[A] == VOL_INCONSISTENT) != (disk[B] == VOL_INCONSISTENT) ->
+					hv = (disk[A] == VOL_INCONSISTENT -> HS_TARGET : HS_SOURCE)
+				:: (disk[A] == VOL_INCONSISTENT) == (disk[B] == VOL_INCONSISTENT) && !hb ->
+					hv = HS_EQUAL
+				:: (disk[A] == VOL_INCONSISTENT) == (disk[B] == VOL_INCONSISTENT) && hb ->
+					/* regions in flight when a node stopped */
+					if
+					:: role[A] != role[B] -> isrc = (role[A] == VOL_PRIMARY)
+					:: role[A] == role[B] && crashed_prim[A] != crashed_prim[B] ->
+						isrc = crashed_prim[A]
+					:: role[A] == role[B] && crashed_prim[A] == crashed_prim[B] &&
+					   STANDING(A) != STANDING(B) ->
+						isrc = (STANDING(A) > STANDING(B))
+					:: role[A] == role[B] && crashed_prim[A] == crashed_prim[B] &&
+					   STANDING(A) == STANDING(B) ->
+						isrc = true
+					fi;
+					hv = (isrc -> HS_SOURCE : HS_TARGET)
+				fi
+			:: gcur[A] != gcur[B] && !(gcur[A] == GEN_EMPTY || gcur[B] == GEN_EMPTY) ->
+				if
+				:: gbm[A] != GEN_NONE && gbm[A] == gbm[B] -> hv = HS_REFUSE /* split brain */
+				:: !(gbm[A] != GEN_NONE && gbm[A] == gbm[B]) ->
+					if
+					:: INHIST(A, gcur[B]) && !INHIST(B, gcur[A]) -> hv = HS_SOURCE
+					:: INHIST(B, gcur[A]) && !INHIST(A, gcur[B]) -> hv = HS_TARGET
+					:: else -> hv = HS_REFUSE /* split brain or unrelated */
+					fi
+				fi
+			fi
+		fi
+	fi;
+	/* an inconsistent copy is never the source (GEN_NO_DATA) */
+	if
+	:: hv == HS_SOURCE && disk[A] == VOL_INCONSISTENT -> hv = HS_REFUSE
+	:: hv == HS_TARGET && disk[B] == VOL_INCONSISTENT -> hv = HS_REFUSE
+	:: else -> skip
+	fi;
+	/* both primary; a primary would become sync target */
+	if
+	:: role[A] == VOL_PRIMARY && role[B] == VOL_PRIMARY -> hv = HS_REFUSE
+	:: else -> skip
+	fi;
+	if
+	:: hv == HS_TARGET && role[A] == VOL_PRIMARY -> hv = HS_REFUSE
+	:: hv == HS_SOURCE && role[B] == VOL_PRIMARY -> hv = HS_REFUSE
+	:: else -> skip
+	fi;
+	if
+	:: hv == HS_REFUSE -> skip /* conn_refuse; the dialer tries again later */
+	:: hv != HS_REFUSE ->
+		printf("A-B: connected, verdict %d (0 equal, 1 A source, 2 A target)\n", hv);
+		pl = true;
+		bits[A] = hb;
+		bits[B] = hb;
+		if
+		:: hv == HS_EQUAL ->
+			/* generations and bitmaps say the copies are the same */
+			assert(data[A] == data[B]);
+			bits[A] = false;
+			bits[B] = false;
+			if
+			:: disk[A] == VOL_OUTDATED || disk[A] == VOL_CONSISTENT -> set_disk(A, VOL_UPTODATE)
+			:: else -> skip
+			fi;
+			if
+			:: disk[B] == VOL_OUTDATED || disk[B] == VOL_CONSISTENT -> set_disk(B, VOL_UPTODATE)
+			:: else -> skip
+			fi;
+			rstate[A] = RR_ESTABLISHED;
+			rstate[B] = RR_ESTABLISHED
+		:: hv == HS_SOURCE ->
+			if
+			:: disk[A] == VOL_CONSISTENT -> set_disk(A, VOL_UPTODATE)
+			:: else -> skip
+			fi;
+			rstate[A] = RR_SYNCSOURCE;
+			set_disk(B, VOL_INCONSISTENT);
+			rstate[B] = RR_SYNCTARGET
+		:: hv == HS_TARGET ->
+			if
+			:: disk[B] == VOL_CONSISTENT -> set_disk(B, VOL_UPTODATE)
+			:: else -> skip
+			fi;
+			rstate[B] = RR_SYNCSOURCE;
+			set_disk(A, VOL_INCONSISTENT);
+			rstate[A] = RR_SYNCTARGET
+		fi;
+		/* both send STATE after the verdict */
+		peer_disk[A] = disk[B];
+		peer_disk[B] = disk[A]
+	fi;
+	hv = 0; hb = false; isrc = false
+}
+
+/* repl_promote (repl_admin.c), one call of the polled admin command;
+ * adm_busy goes false when it is done (0) or failed (-errno), stays on
+ * -EAGAIN. (f: scratch for quorum_kick.) */
+inline repl_promote(n, f)
+{
+	if
+	:: role[n] == VOL_PRIMARY ->
+		adm_busy[n] = false /* 0; w_claim_result is left as it is */
+	:: role[n] != VOL_PRIMARY && pl && role[OTHER(n)] == VOL_PRIMARY ->
+		adm_busy[n] = false /* -EBUSY: the peer is primary */
+	:: role[n] != VOL_PRIMARY && !(pl && role[OTHER(n)] == VOL_PRIMARY) &&
+	   (disk[n] != VOL_UPTODATE || rstate[n] == RR_SYNCTARGET) && !adm_force[n] ->
+		adm_busy[n] = false /* -EPERM: use --force */
+	:: role[n] != VOL_PRIMARY && !(pl && role[OTHER(n)] == VOL_PRIMARY) &&
+	   (adm_force[n] || (disk[n] == VOL_UPTODATE && rstate[n] != RR_SYNCTARGET)) ->
+		if
+		:: disk[n] != VOL_UPTODATE || rstate[n] == RR_SYNCTARGET ->
+			/* --force: the disk is declared up to date */
+			if
+			:: rstate[n] == RR_SYNCTARGET && pl -> link_lost()
+			:: else -> skip
+			fi;
+			set_disk(n, VOL_UPTODATE)
+		:: else -> skip
+		fi;
+		/* N8: through the witness */
+		if
+		:: claim_result[n] == 1 ->
+			claim_result[n] = 0;
+			adm_busy[n] = false;
+			promote_now(n)
+		:: claim_result[n] == 2 ->
+			claim_result[n] = 0;
+			adm_busy[n] = false /* the witness refused */
+		:: claim_result[n] == 0 && claim_want[n] != CLAIM_ADMIN ->
+			claim_want[n] = CLAIM_ADMIN;
+			drop_claim(n);
+			quorum_kick(n, f)
+		:: claim_result[n] == 0 && claim_want[n] == CLAIM_ADMIN -> skip /* -EAGAIN */
+		fi
+	fi
+}
+
+/* ================= node A, node B ================= */
+
+proctype Node(byte n)
+{
+	byte o = OTHER(n);
+	byte mt, mres, mreason, mprim, mflags; /* a verdict */
+	byte pt, parg, pgen;                 /* a peer message */
+	byte f, k;
+	bool pwp;
+
+end_node:
+	do
+	/* ---- the witness session (wit_client.c) ---- */
+	:: d_step {
+		/* dial, HELLO, AUTH: the session is up at both ends */
+		!w_up[n] && !cutW[n] ->
+		assert(!ws[n]);
+		printf("%c: witness session up\n", 'A' + n);
+		w_up[n] = true;
+		ws[n] = true;
+		session_reset_node(n); /* on_session(true) */
+		quorum_kick(n, f)
+	}
+	:: d_step {
+		/* the witness closed it (it restarted): the node sees the
+		 * socket close, or hears nothing for witness-timeout */
+		STALE(n) ->
+		printf("%c: notices the witness session is gone\n", 'A' + n);
+		w_up[n] = false;
+		session_reset_node(n) /* on_session(false) */
+	}
+
+	/* ---- quorum_kick (repl_quorum.c), on every event and tick ---- */
+	:: d_step { REPORT_NEEDED(n) && (len(tw[n]) < TWCAP) -> send_report(n, f) }
+	:: d_step { CLAIM_NEEDED(n) && (len(tw[n]) < TWCAP) -> kick_claim(n, f) }
+
+	/* ---- on_verdict (repl_quorum.c) ---- */
+	:: atomic {
+		fw[n]?mt, mres, mreason, mprim, mflags ->
+		printf("%c: gets %d (7 REPORT_ACK, 9 CLAIM_REPLY) result %d reason %d primary %d\n",
+		       'A' + n, mt, mres, mreason, mprim);
+		w_primary[n] = mprim;
+		w_heard[n] = true;
+		if
+		:: mt == WIT_REPORT_ACK ->
+			/* the answer to the oldest REPORT in flight (FIFO): N1 counts
+			 * it if no REPORT with SYNCED was sent after it */
+			if
+			:: mflags & WIT_F_SYNCED -> assert(nsync[n] > 0); nsync[n]--
+			:: else -> skip
+			fi;
+			if
+			:: mres == WIT_R_DEPOSED ->
+				if
+				:: role[n] == VOL_PRIMARY && mprim != NONE -> deposed(n) /* N5 */
+				:: role[n] == VOL_PRIMARY && mprim == NONE -> step_down(n)
+				:: else -> skip
+				fi
+			:: mres != WIT_R_DEPOSED ->
+				/* a node that stepped down (N4) learns who took over */
+				if
+				:: role[n] == VOL_SECONDARY && mprim != NONE && mprim != n && !pl ->
+					give_up_branch(n)
+				:: else -> skip
+				fi;
+				/* N1 */
+				if
+				:: (mflags & WIT_F_PRIMARY) && !(mflags & WIT_F_SYNCED) && nsync[n] == 0 ->
+					alone[n] = true
+				:: else -> skip
+				fi;
+				if
+				:: role[n] == VOL_PRIMARY && ALONE_OK(n) && held[n] != 0 ->
+					acked = acked | held[n]; /* the held writes complete */
+					printf("%c: held writes %d acknowledged\n", 'A' + n, held[n]);
+					held[n] = 0
+				:: else -> skip
+				fi;
+				quorum_kick(n, f)
+			fi
+		:: mt == WIT_CLAIM_REPLY && !(claim_out[n] && mflags == ctag[n]) ->
+			skip /* Q4: not the claim in flight */
+		:: mt == WIT_CLAIM_REPLY && claim_out[n] && mflags == ctag[n] ->
+			claim_out[n] = false;
+			/* no older claim is in flight any more (FIFO; the witness
+			 * keeps the newest pending): the tag may start again */
+			ctag[n] = 0;
+			if
+			:: mres == WIT_R_OK && claim_want[n] == CLAIM_ADMIN ->
+				claim_want[n] = CLAIM_NONE;
+				claim_result[n] = 1; /* repl_promote, polled, goes on */
+#ifndef C_TANDEMCTL_POLL
+				/* the next poll of tandemctl, 20 ms later */
+				if
+				:: adm_busy[n] -> repl_promote(n, f)
+				:: else -> skip
+				fi
+#endif
+				skip
+			:: mres == WIT_R_OK && claim_want[n] != CLAIM_ADMIN ->
+				claim_want[n] = CLAIM_NONE;
+				if
+				:: MAY_CLAIM(n) -> promote_now(n) /* N6, N7 */
+				:: else -> skip /* Q4 */
+				fi
+			:: mres != WIT_R_OK && claim_want[n] == CLAIM_ADMIN ->
+				claim_want[n] = CLAIM_NONE;
+				claim_result[n] = 2;
+#ifndef C_TANDEMCTL_POLL
+				if
+				:: adm_busy[n] -> repl_promote(n, f)
+				:: else -> skip
+				fi
+#endif
+				skip
+			:: mres != WIT_R_OK && claim_want[n] != CLAIM_ADMIN ->
+				claim_want[n] = CLAIM_NONE;
+				/* N6: a node known to lack writes never claims again by itself */
+				if
+				:: (mreason == WIT_NOT_SYNCED || mreason == WIT_OLDER_DATA) &&
+				   (disk[n] == VOL_UPTODATE || disk[n] == VOL_CONSISTENT) && mprim != n ->
+					set_disk(n, VOL_OUTDATED)
+				:: else -> skip
+				fi
+			fi
+		fi;
+		mt = 0; mres = 0; mreason = 0; mprim = 0; mflags = 0
+	}
+
+	/* ---- a client write on a primary (repl_write.c fg_go, fg_finish) ---- */
+	:: d_step {
+		MAY_WRITE(n) && role[n] == VOL_PRIMARY && nw < MAXW && (!pl || (len(pc[o]) < PCCAP)) ->
+		k = 1 << nw;
+		printf("%c: client write %d (to the peer %d)\n", 'A' + n, k, pl);
+		nw++;
+		data[n] = data[n] | k;
+		al[n] = true;
+		if
+		:: pl ->
+			pc[o]!REPL_WRITE, k, 0;
+			pendp[n] = pendp[n] | k
+		:: else ->
+			gen_branch(n); /* the first write without the peer */
+			bits[n] = true;
+			/* quorum_hold (Q1): N1, or the write waits */
+			if
+			:: ALONE_OK(n) -> acked = acked | k; printf("%c: acknowledged alone\n", 'A' + n)
+			:: else -> held[n] = held[n] | k
+			fi
+		fi;
+		k = 0
+	}
+
+	/* ---- the peer link: data, acknowledgements, end of resync ---- */
+	:: d_step {
+		pc[n]?[REPL_WRITE, _, _] && (len(pc[o]) < PCCAP) ->
+		pc[n]?pt, parg, pgen;
+		assert(role[n] != VOL_PRIMARY); /* R6 */
+		data[n] = data[n] | parg;
+		al[n] = true;
+		pc[o]!REPL_ACK, parg, 0;
+		pt = 0; parg = 0; pgen = 0
+	}
+	:: d_step {
+		pc[n]?[REPL_ACK, _, _] ->
+		pc[n]?pt, parg, pgen;
+		assert(role[n] == VOL_PRIMARY);
+		pendp[n] = pendp[n] & (~parg);
+		acked = acked | parg; /* the peer has it: the write completes */
+		printf("%c: write %d acknowledged by the peer\n", 'A' + n, parg);
+		pt = 0; parg = 0; pgen = 0
+	}
+	:: d_step {
+		/* rs_done_flushed (repl_sync.c): the target adopts the source's generation */
+		pc[n]?[REPL_RS_DONE, _, _] ->
+		pc[n]?pt, parg, pgen;
+		assert(rstate[n] == RR_SYNCTARGET);
+		printf("%c: resync done, gen %d data %d\n", 'A' + n, pgen, parg);
+		if
+		:: pgen != gcur[n] -> push_hist(n, gcur[n])
+		:: else -> skip
+		fi;
+		gcur[n] = pgen;
+		gbm[n] = GEN_NONE;
+		bits[n] = false;
+		data[n] = parg; /* every region copied from the source */
+		set_disk(n, VOL_UPTODATE);
+		rstate[n] = RR_ESTABLISHED;
+		pt = 0; parg = 0; pgen = 0
+	}
+	:: d_step {
+		/* rs_finish (repl_sync.c): the source copied every marked region */
+		rstate[n] == RR_SYNCSOURCE && pl && (len(pc[o]) < PCCAP) ->
+		push_hist(n, gbm[n]);
+		gbm[n] = GEN_NONE;
+		bits[n] = false;
+		rstate[n] = RR_ESTABLISHED;
+		peer_disk[n] = VOL_UPTODATE;
+		pc[o]!REPL_RS_DONE, data[n], gcur[n]
+	}
+
+	/* ---- quorum_tick (repl_quorum.c) ---- */
+	:: d_step {
+		/* N4: quorum-timeout without the peer and without the witness */
+		role[n] == VOL_PRIMARY && !pl && !w_up[n] -> printf("%c: no quorum\n", 'A' + n);
+		step_down(n)
+	}
+
+	/* ---- the operator (repl_admin.c), N8 ---- */
+	:: d_step {
+		/* `tandemctl primary` (and the second half of `switchover`) */
+		OP_PRIMARY && ops < MAXOPS && role[n] == VOL_SECONDARY && !adm_busy[n] ->
+		ops++;
+		printf("%c: operator: primary\n", 'A' + n);
+		adm_force[n] = false;
+		adm_busy[n] = true;
+		repl_promote(n, f)
+	}
+	:: d_step {
+		/* `tandemctl primary --force` */
+		OP_FORCE && ops < MAXOPS && role[n] == VOL_SECONDARY && !adm_busy[n] ->
+		ops++;
+		printf("%c: operator: primary --force\n", 'A' + n);
+		forced = true;
+		adm_force[n] = true;
+		adm_busy[n] = true;
+		repl_promote(n, f)
+	}
+#ifdef C_TANDEMCTL_POLL
+	/* tandemctl polls every 20 ms, and gives up after its timeout: the
+	 * poll and the giving up are steps of their own */
+	:: d_step { adm_busy[n] -> repl_promote(n, f) }
+	:: d_step { adm_busy[n] -> adm_busy[n] = false; printf("%c: tandemctl gives up\n", 'A' + n) }
+#endif
+	:: d_step {
+		/* the first half of `switchover` (repl_switchover: the peer
+		 * connected and in sync), or with C_ANY_SECONDARY any `secondary`:
+		 * repl_demote, once no write is in flight and, R11, both nodes
+		 * flushed */
+		OP_DEMOTE && ops < MAXOPS && role[n] == VOL_PRIMARY && held[n] == 0 && pendp[n] == 0 &&
+#ifdef C_ANY_SECONDARY
+		(!pl || (len(pc[n]) == 0 && len(pc[o]) == 0)) ->
+#else
+		pl && rstate[n] == RR_ESTABLISHED && peer_disk[n] == VOL_UPTODATE &&
+		len(pc[n]) == 0 && len(pc[o]) == 0 ->
+#endif
+		ops++;
+		printf("%c: operator: secondary\n", 'A' + n);
+		if
+		:: pl && rstate[n] == RR_ESTABLISHED && rstate[o] == RR_ESTABLISHED ->
+			assert(data[n] == data[o]);
+			al[n] = false;
+			al[o] = false
+		:: else -> skip
+		fi;
+		mdprim[n] = false;
+		role[n] = VOL_SECONDARY;
+		w_release[n] = true; /* W2: an orderly demotion */
+		if
+		:: pl -> quorum_peer_role(o) /* send_state */
+		:: else -> skip
+		fi;
+		quorum_kick(n, f)
+	}
+
+	/* ---- this node crashes and starts again ---- */
+	:: d_step {
+		NODE_CRASH && faults < MAXF ->
+		faults++;
+		printf("%c: crash and restart\n", 'A' + n);
+		/* the peer sees the connection close */
+		if
+		:: pl ->
+			pl = false;
+			flush_pc();
+			pwp = (role[n] == VOL_PRIMARY);
+			conn_lost(o, pwp);
+			pwp = false
+		:: else -> skip
+		fi;
+		/* the witness sees the socket close at once */
+		session_lost_wit(n);
+		w_up[n] = false;
+		session_reset_node(n);
+		/* vol_open: every node starts secondary (N7); the disk as the
+		 * metadata says, up to date only as consistent (R9) */
+		crashed_prim[n] = mdprim[n];
+		mdprim[n] = false;
+		role[n] = VOL_SECONDARY;
+		if
+		:: disk[n] == VOL_UPTODATE -> disk[n] = VOL_CONSISTENT
+		:: else -> skip
+		fi;
+		bits[n] = (bits[n] || al[n]); /* bm_open(crashed): the activity log is out of sync */
+		rstate[n] = RR_OFF;
+		peer_disk[n] = VOL_INCONSISTENT;
+		pendp[n] = 0;
+		held[n] = 0; /* never acknowledged */
+		claim_want[n] = CLAIM_NONE;
+		claim_result[n] = 0;
+		adm_force[n] = false;
+		adm_busy[n] = false; /* (tandemctl gets an error) */
+		w_release[n] = false
+	}
+	od
+}
+
+/* ================= the witness ================= */
+
+proctype Witness()
+{
+	byte mt, mf, mg, mh0, mh1, mh2, mh3, res, outc, reason;
+
+end_witness:
+	do
+	/* W4: one message at a time, in the order they arrive */
+	:: d_step { (len(tw[A]) > 0) && (len(fw[A]) < FWCAP) -> tw[A]?mt, mf, mg, mh0, mh1, mh2, mh3;
+		wit_handle(A) }
+	:: d_step { (len(tw[B]) > 0) && (len(fw[B]) < FWCAP) -> tw[B]?mt, mf, mg, mh0, mh1, mh2, mh3;
+		wit_handle(B) }
+	/* evaluate: a pending claim decided again */
+	:: d_step { pend_on[A] && (len(fw[A]) < FWCAP) -> wit_decide(A) }
+	:: d_step { pend_on[B] && (len(fw[B]) < FWCAP) -> wit_decide(B) }
+	/* W3.3: the grace ends witness-timeout after the start; by then no
+	 * node still believes in a session from before the restart (it would
+	 * have heard nothing for witness-timeout) */
+	:: d_step { grace && !STALE(A) && !STALE(B) -> grace = false; printf("W: grace over\n") }
+	/* the witness crashes and starts again: the record is what the state
+	 * file holds; every session is gone (the nodes notice: STALE) */
+	:: d_step {
+		WITNESS_CRASH && faults < MAXF ->
+		faults++;
+		printf("W: crash and restart\n");
+		session_lost_wit(A);
+		session_lost_wit(B);
+		grace = true;
+#ifdef MUT_NO_PERSIST
+		rp = NONE;
+		rgen = 0;
+		rsync = false;
+		repoch = 0;
+#endif
+		skip
+	}
+	od
+}
+
+/* ================= the network ================= */
+
+proctype Env()
+{
+	byte hv, f;
+	bool hb, isrc;
+
+end_env:
+	do
+	/* the dialer connects: HELLO, AUTH, STATE, BITMAP, the verdict */
+	:: d_step { !pl && !cutAB -> handshake(hv, hb, isrc) }
+	/* the activity log's cleaner: a flush on both nodes, then the extents go */
+	:: d_step {
+		pl && rstate[A] == RR_ESTABLISHED && rstate[B] == RR_ESTABLISHED && (al[A] || al[B]) &&
+		pendp[A] == 0 && pendp[B] == 0 && len(pc[A]) == 0 && len(pc[B]) == 0 ->
+		assert(data[A] == data[B]);
+		al[A] = false;
+		al[B] = false
+	}
+	/* the A-B link is cut: both ends lose the connection */
+	:: d_step { CUT_AB && faults < MAXF && !cutAB -> faults++; cutAB = true; printf("cut A-B\n");
+		if
+		:: pl -> link_lost()
+		:: else -> skip
+		fi }
+	/* a node's link to the witness is cut: both ends see the session die */
+	:: d_step { CUT_W && faults < MAXF && !cutW[A] -> faults++; cutW[A] = true; printf("cut A-W\n");
+		session_lost_wit(A); w_up[A] = false; session_reset_node(A) }
+	:: d_step { CUT_W && faults < MAXF && !cutW[B] -> faults++; cutW[B] = true; printf("cut B-W\n");
+		session_lost_wit(B); w_up[B] = false; session_reset_node(B) }
+	/* a node is cut off from both */
+	:: d_step { ISOLATE && faults < MAXF && !cutAB && !cutW[A] -> faults++; cutAB = true; cutW[A] = true;
+		printf("A cut off\n");
+		if
+		:: pl -> link_lost()
+		:: else -> skip
+		fi;
+		session_lost_wit(A); w_up[A] = false; session_reset_node(A) }
+	:: d_step { ISOLATE && faults < MAXF && !cutAB && !cutW[B] -> faults++; cutAB = true; cutW[B] = true;
+		printf("B cut off\n");
+		if
+		:: pl -> link_lost()
+		:: else -> skip
+		fi;
+		session_lost_wit(B); w_up[B] = false; session_reset_node(B) }
+	/* the partitions heal */
+	:: d_step { cutAB -> cutAB = false; printf("A-B heals\n") }
+	:: d_step { cutW[A] -> cutW[A] = false; printf("A-W heals\n") }
+	:: d_step { cutW[B] -> cutW[B] = false; printf("B-W heals\n") }
+#ifdef MSG_LOSS
+	/* a message lost while its link stays up (more than TCP does: there a
+	 * loss ends the connection, which the cuts above model) */
+	:: d_step { faults < MAXF && (len(tw[A]) > 0) -> faults++; tw[A]?_, _, _, _, _, _, _;
+		printf("lost: a message A -> W\n") }
+	:: d_step { faults < MAXF && (len(tw[B]) > 0) -> faults++; tw[B]?_, _, _, _, _, _, _;
+		printf("lost: a message B -> W\n") }
+	:: d_step { faults < MAXF && (len(fw[A]) > 0) -> faults++; fw[A]?_, _, _, _, _;
+		printf("lost: a message W -> A\n") }
+	:: d_step { faults < MAXF && (len(fw[B]) > 0) -> faults++; fw[B]?_, _, _, _, _;
+		printf("lost: a message W -> B\n") }
+	:: d_step { faults < MAXF && (len(pc[A]) > 0) -> faults++; pc[A]?_, _, _;
+		printf("lost: a message B -> A\n") }
+	:: d_step { faults < MAXF && (len(pc[B]) > 0) -> faults++; pc[B]?_, _, _;
+		printf("lost: a message A -> B\n") }
+#endif
+	od
+}
+
+/* ================= the properties ================= */
+
+#define P1 (!(ACCEPTING(A) && ACCEPTING(B)))
+#define P2 (forced || ((!ACCEPTING(A) || HOLDS_ALL(A)) && (!ACCEPTING(B) || HOLDS_ALL(B))))
+
+proctype Monitor()
+{
+end_monitor:
+	d_step { !(P1 && P2) -> assert(P1 && P2) }
+}
+
+/* ================= the start ================= */
+
+init {
+	atomic {
+		/* A is primary, connected and in sync with B at generation 2; the
+		 * witness's record says so; the sessions are still to be dialled */
+		gcur[A] = 2;
+		gcur[B] = 2;
+		role[A] = VOL_PRIMARY;
+		mdprim[A] = true;
+		disk[A] = VOL_UPTODATE;
+		disk[B] = VOL_UPTODATE;
+		pl = true;
+		rstate[A] = RR_ESTABLISHED;
+		rstate[B] = RR_ESTABLISHED;
+		peer_disk[A] = VOL_UPTODATE;
+		peer_disk[B] = VOL_UPTODATE;
+		w_primary[A] = NONE;
+		w_primary[B] = NONE;
+		rp = A;
+		rgen = 2;
+		rsync = true;
+		repoch = 1;
+#ifndef COLD_START
+		/* both sessions up, each node's last REPORT answered */
+		w_up[A] = true;
+		w_up[B] = true;
+		ws[A] = true;
+		ws[B] = true;
+		rep_valid[A] = true;
+		rep_flags[A] = WIT_F_PRIMARY | WIT_F_SYNCED;
+		rep_gen[A] = 2;
+		rep_valid[B] = true;
+		rep_flags[B] = 0;
+		rep_gen[B] = 2;
+		w_heard[A] = true;
+		w_heard[B] = true;
+		w_primary[A] = A;
+		w_primary[B] = A;
+#endif
+		run Monitor();
+		run Witness();
+		run Env();
+		run Node(A);
+		run Node(B)
+	}
+}
