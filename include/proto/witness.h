@@ -84,7 +84,10 @@ _Static_assert(sizeof(struct wit_ping) == 8, "wit_ping");
 #define WIT_F_SYNCED 2u  /* REPORT: its peer holds every write it acknowledged */
 #define WIT_F_FORCE 4u   /* CLAIM: skip the data check (W3.1): `primary --force` */
 #define WIT_F_RELEASE 8u /* REPORT, secondary: an orderly demotion (W2) */
-#define WIT_F_KNOWN (WIT_F_PRIMARY | WIT_F_SYNCED | WIT_F_FORCE | WIT_F_RELEASE)
+/* CLAIM: asked by hand (`primary`, a switchover): a record that never named
+ * a primary does not refuse it (W3.1) */
+#define WIT_F_ADMIN 16u
+#define WIT_F_KNOWN (WIT_F_PRIMARY | WIT_F_SYNCED | WIT_F_FORCE | WIT_F_RELEASE | WIT_F_ADMIN)
 struct wit_vol_msg {
 	char volume[WIT_NAME_LEN];
 	uint64_t seq; /* the sender's, echoed in the answer */

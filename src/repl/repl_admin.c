@@ -57,24 +57,23 @@ int repl_promote(struct repl *r, bool force, char *msg, size_t len)
 	}
 	if (r->wc) {
 		/* N8: through the witness, so that never two primaries write. */
-		if (r->w_claim_result == 1) {
-			r->w_claim_result = 0;
-		} else if (r->w_claim_result < 0) {
+		/* A grant promotes in on_verdict (admin_granted): the role
+		 * above says it. */
+		if (r->w_claim_result < 0) {
 			int rc = r->w_claim_result;
 			r->w_claim_result = 0;
 			snprintf(msg, len, "volume %s: %s", v->name, r->w_claim_msg);
 			return rc;
-		} else {
-			if (r->w_claim_want != CLAIM_ADMIN) {
-				r->w_claim_want = CLAIM_ADMIN;
-				r->w_claim_seq = 0;
-				quorum_kick(r);
-			}
-			snprintf(msg, len, "%s",
-				 r->w_up ? "waiting for the witness"
-					 : "no session with the witness");
-			return -EAGAIN;
 		}
+		if (r->w_claim_want != CLAIM_ADMIN || r->w_claim_force != force) {
+			r->w_claim_want = CLAIM_ADMIN;
+			r->w_claim_force = force;
+			r->w_claim_seq = 0;
+			quorum_kick(r);
+		}
+		snprintf(msg, len, "%s",
+			 r->w_up ? "waiting for the witness" : "no session with the witness");
+		return -EAGAIN;
 	}
 	return promote_now(r, msg, len);
 }

@@ -205,7 +205,8 @@ struct repl {
 	uint8_t w_claim_want;    /* enum claim_why: a CLAIM is wanted */
 	uint64_t w_claim_seq;    /* the CLAIM awaiting its reply; 0 none */
 	uint64_t w_claim_ns;     /* when the last CLAIM was sent */
-	int w_claim_result;      /* an admin claim: 0 none yet, 1 granted, -errno denied */
+	bool w_claim_force;      /* the admin claim is `primary --force`'s */
+	int w_claim_result;      /* an admin claim: 0 none yet, -errno failed */
 	char w_claim_msg[160];
 	char w_primary[WIT_NAME_LEN]; /* the record's primary as last heard */
 	bool w_heard;                 /* ... heard at all on this session */

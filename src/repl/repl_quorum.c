@@ -136,7 +136,11 @@ static void send_claim(struct repl *r)
 {
 	struct wit_vol_msg m;
 
-	make_msg(r, &m, r->w_claim_want == CLAIM_ADMIN ? WIT_F_FORCE : 0);
+	/* only `primary --force` skips the witness's data check (W3.1) */
+	make_msg(r, &m,
+		 r->w_claim_want != CLAIM_ADMIN ? 0
+		 : r->w_claim_force             ? WIT_F_ADMIN | WIT_F_FORCE
+						: WIT_F_ADMIN);
 	m.seq = ++r->w_seq;
 	if (!wit_client_send(r->wc, WIT_CLAIM, &m))
 		return;
@@ -255,8 +259,8 @@ static void give_up_branch(struct repl *r, const char *primary)
 		return;
 	log_warn("volume %s: giving up generation %016llx (written without the peer, never "
 		 "acknowledged: %s is primary); back to %016llx",
-		 r->v->name, (unsigned long long)m->gen_current, primary,
-		 (unsigned long long)m->gen_bitmap);
+		 r->v->name, (unsigned long long)m->gen_current,
+		 primary[0] ? primary : "another node", (unsigned long long)m->gen_bitmap);
 	m->gen_current = m->gen_bitmap;
 	m->gen_bitmap = GEN_NONE;
 	vol_md_write(r->v);
@@ -268,7 +272,12 @@ static void deposed(struct repl *r, const char *primary)
 {
 	char why[160];
 
-	snprintf(why, sizeof(why), "the witness names %s primary", primary);
+	if (primary[0])
+		snprintf(why, sizeof(why), "the witness names %s primary", primary);
+	else
+		snprintf(why, sizeof(why),
+			 "the witness holds newer data, released by the last "
+			 "primary (W1)");
 	step_down(r, why);
 	give_up_branch(r, primary);
 	if (r->v->disk == VOL_UPTODATE || r->v->disk == VOL_CONSISTENT)
@@ -291,6 +300,8 @@ static void on_session(void *ctx, bool up)
 		quorum_kick(r);
 }
 
+static void admin_granted(struct repl *r);
+
 static void on_verdict(void *ctx, uint16_t type, const struct wit_verdict *v)
 {
 	struct repl *r = ctx;
@@ -306,8 +317,9 @@ static void on_verdict(void *ctx, uint16_t type, const struct wit_verdict *v)
 		if (v->seq > r->w_seq)
 			return;
 		if (v->result == WIT_R_DEPOSED) {
-			if (r->v->role == VOL_PRIMARY && v->primary[0])
-				deposed(r, v->primary);
+			if (r->v->role == VOL_PRIMARY &&
+			    (v->primary[0] || v->reason == WIT_OLDER_DATA))
+				deposed(r, v->primary); /* N5; "" after a release (W1) */
 			else if (r->v->role == VOL_PRIMARY)
 				step_down(r, "the witness does not know this node for this volume");
 			return;
@@ -336,8 +348,11 @@ static void on_verdict(void *ctx, uint16_t type, const struct wit_verdict *v)
 		char msg[200] = "";
 		r->w_claim_want = CLAIM_NONE;
 		if (why == CLAIM_ADMIN) {
-			r->w_claim_result = 1;
-			return; /* repl_promote, polled, goes on */
+			/* Promoted here, not at tandemctl's next poll: that may
+			 * never come (it gave up), and a grant kept for later
+			 * would promote on a record that moved on since. */
+			admin_granted(r);
+			return;
 		}
 		if (!may_claim(r))
 			return; /* Q4 */
@@ -365,6 +380,35 @@ static void on_verdict(void *ctx, uint16_t type, const struct wit_verdict *v)
 	    (r->v->disk == VOL_UPTODATE || r->v->disk == VOL_CONSISTENT) &&
 	    strcmp(v->primary, self))
 		vol_set_disk(r->v, VOL_OUTDATED);
+}
+
+/* The witness granted an admin claim: repl_promote's checks again (they
+ * held when the claim was sent), then the promotion. The polled command
+ * sees the role, or the error in w_claim_result. */
+static void admin_granted(struct repl *r)
+{
+	struct vol *v = r->v;
+	char msg[160] = "";
+	int rc;
+
+	if (v->role == VOL_PRIMARY || r->shutting_down)
+		return;
+	if (peer_connected(r) && r->have_peer && r->peer.role == REPL_ROLE_PRIMARY) {
+		rc = -EBUSY;
+		snprintf(msg, sizeof(msg), "%s became primary meanwhile", peer_name(r));
+	} else if (v->disk != VOL_UPTODATE || r->rstate == RR_SYNCTARGET) {
+		rc = -EPERM;
+		snprintf(msg, sizeof(msg), "the disk became %s meanwhile", vol_disk_name(v->disk));
+	} else {
+		rc = promote_now(r, msg, sizeof(msg));
+	}
+	if (rc) {
+		r->w_claim_result = rc;
+		snprintf(r->w_claim_msg, sizeof(r->w_claim_msg), "%s", msg);
+		log_warn("volume %s: the witness agreed, but not promoted: %s", v->name, msg);
+		return;
+	}
+	log_info("volume %s: the witness agrees: promoted by hand", v->name);
 }
 
 static const struct wit_vol_ops quorum_wit_ops = { .session = on_session, .verdict = on_verdict };

@@ -19,6 +19,16 @@ static void set_name(char dst[WIT_NAME_LEN], const char *src)
 	memcpy(dst, src, n);
 }
 
+static bool holds_gen(const struct wit_vol_msg *m, uint64_t g)
+{
+	if (m->gen == g)
+		return true;
+	for (unsigned i = 0; i < WIT_HISTORY; i++)
+		if (g > TANDEM_MD_GEN_EMPTY && m->history[i] == g)
+			return true;
+	return false;
+}
+
 uint32_t wit_rec_report(struct wit_rec *r, const char *node, const struct wit_vol_msg *m,
 			bool *changed)
 {
@@ -28,6 +38,11 @@ uint32_t wit_rec_report(struct wit_rec *r, const char *node, const struct wit_vo
 	if (m->flags & WIT_F_PRIMARY) {
 		if (r->primary[0] && strcmp(r->primary, node))
 			return WIT_R_DEPOSED; /* W1: another node holds the record */
+		/* W1: a free record that named a primary before takes only a
+		 * node that holds what that primary released (W2); any other is a
+		 * primary from before a failover that never stepped down. */
+		if (!r->primary[0] && r->epoch > 0 && !holds_gen(m, r->gen))
+			return WIT_R_DEPOSED;
 		if (!r->primary[0]) {
 			set_name(r->primary, node);
 			r->epoch++;
@@ -41,23 +56,16 @@ uint32_t wit_rec_report(struct wit_rec *r, const char *node, const struct wit_vo
 		return WIT_R_OK;
 	}
 	if ((m->flags & WIT_F_RELEASE) && !strcmp(r->primary, node)) {
-		/* W2: an orderly demotion; gen and synced stay what the
-		 * primary last said. */
+		/* W2: an orderly demotion; synced stays what the primary
+		 * last said, gen becomes the data it leaves (every write it
+		 * acknowledged is in it: a demotion waits for the writes in
+		 * flight). */
 		memset(r->primary, 0, sizeof(r->primary));
+		r->gen = m->gen;
 		r->epoch++;
 		*changed = true;
 	}
 	return WIT_R_OK;
-}
-
-static bool holds_gen(const struct wit_vol_msg *m, uint64_t g)
-{
-	if (m->gen == g)
-		return true;
-	for (unsigned i = 0; i < WIT_HISTORY; i++)
-		if (g > TANDEM_MD_GEN_EMPTY && m->history[i] == g)
-			return true;
-	return false;
 }
 
 enum wit_claim_outcome wit_rec_claim(const struct wit_rec *r, const char *node,
@@ -71,14 +79,19 @@ enum wit_claim_outcome wit_rec_claim(const struct wit_rec *r, const char *node,
 		return WIT_GRANT; /* it is the recorded primary already */
 	if (!force) {
 		if (!r->primary[0] && r->epoch == 0) {
-			*reason = WIT_NO_RECORD;
-			return WIT_DENY;
-		}
-		if (!r->synced) {
+			/* nothing known: never by itself (the state file may
+			 * have been lost), by hand the operator's choice */
+			if (!(m->flags & WIT_F_ADMIN)) {
+				*reason = WIT_NO_RECORD;
+				return WIT_DENY;
+			}
+		} else if (r->primary[0] && !r->synced) {
+			/* the primary wrote alone: only it holds those writes.
+			 * A released record's gen is the data the primary left
+			 * (W2): whoever holds it holds every write. */
 			*reason = WIT_NOT_SYNCED;
 			return WIT_DENY;
-		}
-		if (!holds_gen(m, r->gen)) {
+		} else if (!holds_gen(m, r->gen)) {
 			*reason = WIT_OLDER_DATA;
 			return WIT_DENY;
 		}

@@ -215,10 +215,15 @@ static void on_report(struct wsess *s, const struct wit_vol_msg *m)
 			 (unsigned long long)r->gen, r->synced ? "peer in sync" : "writing alone",
 			 s->name);
 	}
-	answer(s, WIT_REPORT_ACK, r, m->seq, res, WIT_NONE);
+	/* W1: deposed by another primary, or (no primary named) by the data
+	 * the last one released */
+	answer(s, WIT_REPORT_ACK, r, m->seq, res,
+	       res == WIT_R_DEPOSED && !r->primary[0] ? WIT_OLDER_DATA : WIT_NONE);
 	if (res == WIT_R_DEPOSED)
-		log_warn("witness: %s/%s: %s reports primary, but %s holds the record: deposed",
-			 s->cl->cfg->cluster, r->volume, s->name, r->primary);
+		log_warn("witness: %s/%s: %s reports primary, but %s: deposed", s->cl->cfg->cluster,
+			 r->volume, s->name,
+			 r->primary[0] ? "another node holds the record"
+				       : "it lacks the data the last primary released");
 }
 
 /* Decides one pending claim: true when it was answered. */

@@ -48,9 +48,15 @@ static void test_report_takes_free_record(void **st)
 	assert_string_equal(r.primary, "");
 	assert_true(r.synced);
 	assert_int_equal(r.epoch, 2);
+	/* W1: a free record that named a primary takes only a node holding
+	 * the data released: b, at an older generation, is deposed */
+	m = vmsg(WIT_F_PRIMARY, 0x99);
+	assert_int_equal(wit_rec_report(&r, "b", &m, &changed), WIT_R_DEPOSED);
+	assert_false(changed);
 	/* a secondary report without RELEASE (a step-down) keeps the record */
 	m = vmsg(WIT_F_PRIMARY, 0x200);
-	wit_rec_report(&r, "a", &m, &changed);
+	m.history[0] = 0x100;
+	assert_int_equal(wit_rec_report(&r, "a", &m, &changed), WIT_R_OK);
 	m = vmsg(0, 0x200);
 	assert_int_equal(wit_rec_report(&r, "a", &m, &changed), WIT_R_OK);
 	assert_false(changed);
@@ -65,9 +71,12 @@ static void test_claim_rules(void **st)
 	bool changed;
 	(void)st;
 
-	/* no record yet: only a forced claim */
+	/* no record yet: never by itself; by hand (ADMIN), the operator's choice */
 	assert_int_equal(wit_rec_claim(&r, "b", &c, false, false, &reason), WIT_DENY);
 	assert_int_equal(reason, WIT_NO_RECORD);
+	c.flags = WIT_F_ADMIN;
+	assert_int_equal(wit_rec_claim(&r, "b", &c, false, false, &reason), WIT_GRANT);
+	c.flags = 0;
 	wit_rec_report(&r, "a", &rep, &changed);
 	/* W3.2: while a is alive the claim waits; so does it in the grace */
 	assert_int_equal(wit_rec_claim(&r, "b", &c, true, false, &reason), WIT_WAIT);
@@ -91,9 +100,28 @@ static void test_claim_rules(void **st)
 	c.flags = WIT_F_FORCE;
 	assert_int_equal(wit_rec_claim(&r, "b", &c, true, false, &reason), WIT_WAIT);
 	assert_int_equal(wit_rec_claim(&r, "b", &c, false, false, &reason), WIT_GRANT);
+	/* by hand but without --force, the same data check: nothing is
+	 * skipped but the "no record" refusal */
+	c = vmsg(WIT_F_ADMIN, 0x100);
+	assert_int_equal(wit_rec_claim(&r, "b", &c, false, false, &reason), WIT_DENY);
+	assert_int_equal(reason, WIT_NOT_SYNCED);
 	/* the recorded primary's own claim is granted at once */
 	c = vmsg(0, 0x1);
 	assert_int_equal(wit_rec_claim(&r, "a", &c, false, true, &reason), WIT_GRANT);
+	/* W2: a's release (it wrote alone, at 0x400) leaves gen 0x400; only a
+	 * node holding it may take the volume, by hand */
+	rep = vmsg(WIT_F_RELEASE, 0x400);
+	wit_rec_report(&r, "a", &rep, &changed);
+	assert_true(changed);
+	assert_int_equal(r.gen, 0x400);
+	c = vmsg(WIT_F_ADMIN, 0x100);
+	assert_int_equal(wit_rec_claim(&r, "b", &c, false, false, &reason), WIT_DENY);
+	assert_int_equal(reason, WIT_OLDER_DATA);
+	c = vmsg(WIT_F_ADMIN, 0x400);
+	assert_int_equal(wit_rec_claim(&r, "a", &c, false, false, &reason), WIT_GRANT);
+	c.history[1] = 0x400;
+	c.gen = 0x500;
+	assert_int_equal(wit_rec_claim(&r, "b", &c, false, false, &reason), WIT_GRANT);
 }
 
 static void test_grant(void **st)
@@ -201,6 +229,19 @@ static void test_codec(void **st)
 	n = wit_enc_vol(buf, WIT_REPORT, &v);
 	assert_int_equal(wit_decode_hdr(buf, &m), 0);
 	assert_int_equal(wit_decode_body(buf + sizeof(struct wit_hdr), &m), -EBADMSG);
+	/* ADMIN only in a CLAIM; FORCE only with it */
+	v.flags = WIT_F_ADMIN;
+	n = wit_enc_vol(buf, WIT_REPORT, &v);
+	assert_int_equal(wit_decode_hdr(buf, &m), 0);
+	assert_int_equal(wit_decode_body(buf + sizeof(struct wit_hdr), &m), -EBADMSG);
+	v.flags = WIT_F_FORCE;
+	n = wit_enc_vol(buf, WIT_CLAIM, &v);
+	assert_int_equal(wit_decode_hdr(buf, &m), 0);
+	assert_int_equal(wit_decode_body(buf + sizeof(struct wit_hdr), &m), -EBADMSG);
+	v.flags = WIT_F_ADMIN | WIT_F_FORCE;
+	n = wit_enc_vol(buf, WIT_CLAIM, &v);
+	roundtrip(buf, n, &m);
+	assert_int_equal(m.u.vol.flags, WIT_F_ADMIN | WIT_F_FORCE);
 	memset(&d, 0, sizeof(d));
 	snprintf(d.volume, sizeof(d.volume), "vol0");
 	snprintf(d.primary, sizeof(d.primary), "b");
