@@ -22,16 +22,12 @@ static bool handshaking(const struct repl *r)
 	return false;
 }
 
-int repl_promote(struct repl *r, bool force, char *msg, size_t len)
+/* Whether a secondary may be promoted by hand: 0, or -errno and why. With
+ * force, a disk not up to date is no reason (the caller declares it so). */
+int promote_check(const struct repl *r, bool force, char *msg, size_t len)
 {
-	struct vol *v = r->v;
+	const struct vol *v = r->v;
 
-	if (handshaking(r))
-		return -EAGAIN;
-	if (v->role == VOL_PRIMARY) {
-		v->demoting = false;
-		return 0;
-	}
 	if (r->have_peer && r->peer.role == REPL_ROLE_PRIMARY) {
 		snprintf(msg, len, "%s is primary for %s; make it secondary first", peer_name(r),
 			 v->name);
@@ -41,14 +37,31 @@ int repl_promote(struct repl *r, bool force, char *msg, size_t len)
 		snprintf(msg, len, "volume %s: disk is %s", v->name, vol_disk_name(v->disk));
 		return -EIO;
 	}
+	if (!force && (v->disk != VOL_UPTODATE || r->rstate == RR_SYNCTARGET)) {
+		snprintf(msg, len,
+			 "volume %s: disk is %s here; use --force to promote it anyway "
+			 "(its data may be older than %s's)",
+			 v->name, vol_disk_name(v->disk), peer_name(r));
+		return -EPERM;
+	}
+	return 0;
+}
+
+int repl_promote(struct repl *r, bool force, char *msg, size_t len)
+{
+	struct vol *v = r->v;
+	int rc;
+
+	if (handshaking(r))
+		return -EAGAIN;
+	if (v->role == VOL_PRIMARY) {
+		v->demoting = false;
+		return 0;
+	}
+	rc = promote_check(r, force, msg, len);
+	if (rc)
+		return rc;
 	if (v->disk != VOL_UPTODATE || r->rstate == RR_SYNCTARGET) {
-		if (!force) {
-			snprintf(msg, len,
-				 "volume %s: disk is %s here; use --force to promote it anyway "
-				 "(its data may be older than %s's)",
-				 v->name, vol_disk_name(v->disk), peer_name(r));
-			return -EPERM;
-		}
 		log_warn("volume %s: promoted with --force while the disk is %s", v->name,
 			 vol_disk_name(v->disk));
 		if (r->rstate == RR_SYNCTARGET && r->conn)
@@ -60,7 +73,7 @@ int repl_promote(struct repl *r, bool force, char *msg, size_t len)
 		/* A grant promotes in on_verdict (admin_granted): the role
 		 * above says it. */
 		if (r->w_claim_result < 0) {
-			int rc = r->w_claim_result;
+			rc = r->w_claim_result;
 			r->w_claim_result = 0;
 			snprintf(msg, len, "volume %s: %s", v->name, r->w_claim_msg);
 			return rc;

@@ -393,15 +393,10 @@ static void admin_granted(struct repl *r)
 
 	if (v->role == VOL_PRIMARY || r->shutting_down)
 		return;
-	if (peer_connected(r) && r->have_peer && r->peer.role == REPL_ROLE_PRIMARY) {
-		rc = -EBUSY;
-		snprintf(msg, sizeof(msg), "%s became primary meanwhile", peer_name(r));
-	} else if (v->disk != VOL_UPTODATE || r->rstate == RR_SYNCTARGET) {
-		rc = -EPERM;
-		snprintf(msg, sizeof(msg), "the disk became %s meanwhile", vol_disk_name(v->disk));
-	} else {
+	/* without force: a forced claim declared the disk up to date already */
+	rc = promote_check(r, false, msg, sizeof(msg));
+	if (!rc)
 		rc = promote_now(r, msg, sizeof(msg));
-	}
 	if (rc) {
 		r->w_claim_result = rc;
 		snprintf(r->w_claim_msg, sizeof(r->w_claim_msg), "%s", msg);
