@@ -166,7 +166,7 @@ install: all
 # The Promela model of the witness protocol (docs/model/), checked with spin,
 # and the seeded mutants that it must reject.
 model: deps
-	@bash tests/model/run.sh
+	@bash tests/model/run.sh --full
 
 clean:
 	rm -rf build build-test-*.log

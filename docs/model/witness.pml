@@ -4,42 +4,53 @@
  * peer link and client writes, under crashes, partitions and message loss.
  *
  * Checked with spin by tests/model/run.sh. docs/model/README.md says what is
- * modelled, what is abstracted and why, and maps every C state and rule to
+ * modelled, what is left out and why, and maps every C state and rule to
  * its counterpart here.
  *
  * Properties:
- *   P1. Never two nodes that may acknowledge writes at the same time.
- *       A node may acknowledge (ACCEPTING) when it is primary and either its
- *       peer link is established (the peer acknowledges) or N1 holds.
+ *   P1. Never two nodes that may acknowledge writes at the same time. A node
+ *       may acknowledge (ACCEPTING) when it is primary and either its peer
+ *       link is established (the peer acknowledges) or N1 holds (alone_ok).
  *   P2. A primary that may acknowledge writes holds every write that was
  *       ever acknowledged, by anyone.
  *   P3. A node is promoted only if it holds every acknowledged write.
  *   P2 and P3 are not promised once an operator used `primary --force`
- *   (forced); P1 always is. P1 and P2 are checked in every state (the
- *   Monitor), P3 at every promotion (promote_now).
+ *   (forced); P1 always is. P1 and P2 are checked in every state (Monitor),
+ *   P3 at every promotion (promote_now).
  *   Also asserted, as checks of the C design: only legal disk transitions
- *   (vol.c set_disk), R6 (a primary never receives data), a handshake
- *   verdict "equal" only between identical copies, an activity log emptied
- *   only between identical copies.
+ *   (vol.c set_disk), R6 (a primary never receives data), the handshake
+ *   verdict "equal" and the activity log cleaner only between identical
+ *   copies, a REPORT_ACK with SYNCED only for a REPORT sent with it.
  *
  * Seeded bugs (each must make spin report a violation):
- *   MUT_NO_SYNCED_CHECK       W3.1 skipped: a claim is granted without synced/gen
+ *   MUT_NO_SYNCED_CHECK       W3.1 skipped: a claim granted without synced/gen
  *   MUT_ACK_BEFORE_REPORT     N1: writes acknowledged alone as soon as the
- *                             REPORT without SYNCED is sent, not acknowledged
- *   MUT_NO_LIVE_SESSION_CHECK W3.2 skipped: grant while the primary's session lives
- *   MUT_NO_GRACE              W3.3 skipped: no startup grace after a restart
+ *                             REPORT without SYNCED is sent
+ *   MUT_NO_LIVE_SESSION_CHECK W3.2 skipped: a grant while the recorded
+ *                             primary's session lives
+ *   MUT_NO_GRACE              W3.3 skipped: no grace after a witness restart
  *   MUT_NO_PERSIST            the record does not survive a witness restart
- *   MUT_NO_PEER_ROLE_REFRESH  N6: quorum_peer_role keeps the stale record
- *                             knowledge (needs CHECK_N6)
- * Variants of the model:
- *   C_ADMIN_FORCE  every admin CLAIM carries FORCE, as repl_quorum.c:send_claim
- *                  does today (docs/WITNESS.md N8: only `primary --force`)
- *   CHECK_N6       assert that a node which gives up a failover because "the
- *                  record names no primary" (quorum_peer_lost) is right
+ *   MUT_W1_ANY                W1: a free record taken by any primary's report
+ *   MUT_W2_KEEP_GEN           W2: a release keeps the gen last reported
+ *   MUT_ADMIN_FORCE           every claim by hand carries FORCE
+ *   MUT_ADMIN_LATCH           a grant of a claim by hand kept for the
+ *                             command's next call (tandemctl's poll)
+ * C had W1_ANY, ADMIN_FORCE and ADMIN_LATCH until the model found them
+ * (README, "Findings"); W2_KEEP_GEN shows why W2 records the gen released.
  *
- * Bounds: MAXW client writes, MAXF faults, MAXOPS operator commands.
+ * The operator: `primary [--force]` and `secondary` (or the halves of a
+ * `switchover`) at any time, as C takes them; a `primary` polled by
+ * tandemctl is one call here (a grant promotes at once, admin_granted).
+ *   CHECK_N6          asserts that a node giving up a failover because the
+ *                     record names no primary (quorum_peer_lost) is right
+ *                     (availability, not safety; holds at the bounds)
+ * Other switches: MSG_LOSS (a message lost while its session stays up),
+ * PROBE=1..5 (a state that must be reachable, at the end of this file), and
+ * the bounds and kinds below.
  */
 
+/* Bounds: client writes, faults (crashes, partitions, lost messages),
+ * operator commands. */
 #ifndef MAXW
 #define MAXW 2
 #endif
@@ -51,8 +62,9 @@
 #endif
 /* Kinds of faults and commands, all on by default; a check may leave some
  * out (NO_NODE_CRASH, NO_WITNESS_CRASH, NO_CUT_AB, NO_CUT_W, NO_ISOLATE,
- * NO_OP_PRIMARY, NO_OP_FORCE, NO_OP_DEMOTE, WRITER=n). Leaving out only removes
- * behaviours: a violation found so is one of the whole model. */
+ * NO_OP_PRIMARY, NO_OP_FORCE, NO_OP_DEMOTE), or let only node n write
+ * (WRITER=n) or take commands (OPERATOR=n). That only removes behaviours: a
+ * violation found so is one of the whole model. */
 #ifdef NO_NODE_CRASH
 #define NODE_CRASH false
 #else
@@ -92,6 +104,12 @@
 #define OP_DEMOTE false
 #else
 #define OP_DEMOTE true
+#endif
+/* OPERATOR: the one node the operator's commands go to (default: either) */
+#ifdef OPERATOR
+#define MAY_OP(n) ((n) == OPERATOR)
+#else
+#define MAY_OP(n) true
 #endif
 /* WRITER: the one node that takes client writes (default: either) */
 #ifdef WRITER
@@ -133,6 +151,7 @@
 #define WIT_F_SYNCED 2
 #define WIT_F_FORCE 4
 #define WIT_F_RELEASE 8
+#define WIT_F_ADMIN 16
 #define WIT_R_OK 0
 #define WIT_R_DEPOSED 1
 #define WIT_R_DENIED 2
@@ -166,17 +185,25 @@
 #define HS_REFUSE 3
 
 /* ---- channels (FIFO, like the TCP connections they stand for) ---- */
-/* node n -> witness: type, flags (a CLAIM: flags | tag << 4), gen,
+/* A message's tag stands for what C tells by comparing its seq: bits set on
+ * everything still on its way (in a channel, or a claim pending at the
+ * witness) when the node moves its marks (mark_w):
+ *   TAG_STALE      sent before the last refresh or release: its answer does
+ *                  not say what the record is now (Q5, r->w_heard_min_seq)
+ *   TAG_OLD_CLAIM  a claim older than the claim in flight, or its reply
+ *                  (Q4, r->w_claim_seq) */
+#define TAG_STALE 1
+#define TAG_OLD_CLAIM 2
+/* node n -> witness: type, flags, tag (what C tells by its seq: TAG_*), gen,
  * history[0..3] (make_msg: a non-primary's history[3] is its bitmap
  * generation, if it has one) */
 #define TWCAP 2
 #define FWCAP 2
 #define PCCAP 2
-chan tw[2] = [TWCAP] of { byte, byte, byte, byte, byte, byte, byte };
-/* witness -> node n: type, result, reason, the record's primary, and for a
- * REPORT_ACK the flags of the REPORT it answers (w_rep_ring by seq in C),
- * for a CLAIM_REPLY the tag of the CLAIM it answers (its seq) */
-chan fw[2] = [FWCAP] of { byte, byte, byte, byte, byte };
+chan tw[2] = [TWCAP] of { byte, byte, byte, byte, byte, byte, byte, byte };
+/* witness -> node n: type, result, reason, the record's primary, the flags
+ * of the message it answers (w_rep_ring by seq in C) and its tag */
+chan fw[2] = [FWCAP] of { byte, byte, byte, byte, byte, byte };
 /* to node n over the peer link: type, a write or a data set, a generation */
 chan pc[2] = [PCCAP] of { byte, byte, byte };
 
@@ -211,10 +238,8 @@ byte w_primary[2];    /* r->w_primary */
 bool w_heard[2];      /* r->w_heard */
 byte claim_want[2];   /* r->w_claim_want */
 bool claim_out[2];    /* r->w_claim_seq != 0 */
-byte ctag[2];         /* the tag (1..7) of the last CLAIM sent: r->w_claim_seq */
-byte claim_result[2]; /* r->w_claim_result: 0 none, 1 granted, 2 refused */
-bool adm_force[2];    /* the admin command under way is `primary --force` */
-bool adm_busy[2];     /* tandemctl polls a `primary` command */
+byte claim_result[2]; /* r->w_claim_result: 0 none, 2 refused (-errno) */
+bool claim_force[2];  /* r->w_claim_force: the admin claim is `primary --force`'s */
 bool w_release[2];    /* r->w_release */
 
 /* ---- the links ---- */
@@ -239,6 +264,7 @@ byte pend_h0[2];
 byte pend_h1[2];
 byte pend_h2[2];
 byte pend_h3[2];
+byte pend_tag[2];
 
 /* ---- for the properties ---- */
 byte nw;       /* client writes issued (the next one is bit nw) */
@@ -254,9 +280,13 @@ byte ops;      /* operator commands so far */
 /* may acknowledge writes: by its peer, or alone (N1) */
 #define ACCEPTING(n) (role[n] == VOL_PRIMARY && (pl || ALONE_OK(n)))
 #define HOLDS_ALL(n) ((data[n] & acked) == acked)
-/* may_claim (repl_quorum.c): failover auto, secondary, no peer connected,
- * disk up to date or consistent, not a sync target */
-#define MAY_CLAIM(n) (role[n] == VOL_SECONDARY && !pl && \
+/* named_self (repl_quorum.c): the record, as last heard, names this node */
+#define NAMED_SELF(n) (w_heard[n] && w_primary[n] == (n))
+/* may_claim (repl_quorum.c): failover auto, secondary, disk up to date or
+ * consistent, not a sync target; no peer connected, or (N7) the record
+ * names it and its connected peer is a secondary in sync with it */
+#define MAY_CLAIM(n) (role[n] == VOL_SECONDARY && \
+	(!pl || (NAMED_SELF(n) && role[OTHER(n)] != VOL_PRIMARY && rstate[n] == RR_ESTABLISHED)) && \
 	(disk[n] == VOL_UPTODATE || disk[n] == VOL_CONSISTENT) && rstate[n] != RR_SYNCTARGET)
 /* want_flags (repl_quorum.c), N2: SYNCED only while connected, established
  * and both up to date */
@@ -288,6 +318,9 @@ byte ops;      /* operator commands so far */
 /* holds_gen (wit_rec.c) on the pending claim of node n */
 #define PEND_HOLDS(n, g) (pend_gen[n] == (g) || ((g) > GEN_EMPTY && \
 	(pend_h0[n] == (g) || pend_h1[n] == (g) || pend_h2[n] == (g) || pend_h3[n] == (g))))
+/* holds_gen (wit_rec.c) on the message being handled (wit_handle) */
+#define MSG_HOLDS(g) (mg == (g) || ((g) > GEN_EMPTY && \
+	(mh0 == (g) || mh1 == (g) || mh2 == (g) || mh3 == (g))))
 /* a node that still believes in a session the witness has closed */
 #define STALE(n) (w_up[n] && !ws[n])
 /* peer branched from me / I branched from the peer (repl_gen.c decide) */
@@ -366,18 +399,17 @@ inline session_reset_node(n)
 	w_primary[n] = NONE;
 	alone[n] = false;
 	claim_out[n] = false;
-	ctag[n] = 0;
 	nsync[n] = 0
 }
 
 inline flush_w(n)
 {
 	do
-	:: tw[n]?_, _, _, _, _, _, _
+	:: tw[n]?_, _, _, _, _, _, _, _
 	:: empty(tw[n]) -> break
 	od;
 	do
-	:: fw[n]?_, _, _, _, _
+	:: fw[n]?_, _, _, _, _, _
 	:: empty(fw[n]) -> break
 	od
 }
@@ -395,7 +427,47 @@ inline session_lost_wit(n)
 	pend_h1[n] = 0;
 	pend_h2[n] = 0;
 	pend_h3[n] = 0;
+	pend_tag[n] = 0;
 	flush_w(n)
+}
+
+/* scratch for mark_w, always within one atomic step: not state */
+hidden byte t0, t1, t2, t3, t4, t5, t6, t7, tk;
+
+/* Everything of node n's session on its way gets tag bit b: every message
+ * (claims_only false), or only the claims and their replies. The channels
+ * are rotated once, so their order stays. */
+inline mark_w(n, b, claims_only)
+{
+	tk = len(tw[n]);
+	do
+	:: tk > 0 ->
+		tw[n]?t0, t1, t2, t3, t4, t5, t6, t7;
+		if
+		:: !(claims_only) || t0 == WIT_CLAIM -> t2 = t2 | (b)
+		:: else -> skip
+		fi;
+		tw[n]!t0, t1, t2, t3, t4, t5, t6, t7;
+		tk--
+	:: else -> break
+	od;
+	tk = len(fw[n]);
+	do
+	:: tk > 0 ->
+		fw[n]?t0, t1, t2, t3, t4, t5;
+		if
+		:: !(claims_only) || t0 == WIT_CLAIM_REPLY -> t5 = t5 | (b)
+		:: else -> skip
+		fi;
+		fw[n]!t0, t1, t2, t3, t4, t5;
+		tk--
+	:: else -> break
+	od;
+	if
+	:: pend_on[n] -> pend_tag[n] = pend_tag[n] | (b)
+	:: else -> skip
+	fi;
+	t0 = 0; t1 = 0; t2 = 0; t3 = 0; t4 = 0; t5 = 0; t6 = 0; t7 = 0; tk = 0
 }
 
 /* send_report (repl_quorum.c); taken only when REPORT_NEEDED */
@@ -408,6 +480,12 @@ inline send_report(n, f)
 	:: f & WIT_F_SYNCED -> nsync[n]++; alone[n] = false
 	:: else -> skip
 	fi;
+	/* Q5: a release empties the record (W2); until its answer, what was
+	 * heard (this node named) must not make it claim again */
+	if
+	:: f & WIT_F_RELEASE -> w_heard[n] = false; w_primary[n] = NONE; mark_w(n, TAG_STALE, false)
+	:: else -> skip
+	fi;
 #ifdef MUT_ACK_BEFORE_REPORT
 	/* the seeded bug: N1 counts a report without SYNCED once it is sent */
 	if
@@ -416,7 +494,7 @@ inline send_report(n, f)
 	fi;
 #endif
 	if
-	:: ws[n] -> tw[n]!WIT_REPORT, f, gcur[n], gh0[n], gh1[n], gh2[n], MSG_H3(n)
+	:: ws[n] -> tw[n]!WIT_REPORT, f, 0, gcur[n], gh0[n], gh1[n], gh2[n], MSG_H3(n)
 	:: else -> skip /* into a session the witness closed: lost */
 	fi;
 	rep_valid[n] = true;
@@ -444,19 +522,20 @@ inline kick_claim(n, f)
 	fi;
 	if
 	:: claim_want[n] != CLAIM_NONE && !claim_out[n] ->
-#ifdef C_ADMIN_FORCE
-		f = (claim_want[n] == CLAIM_ADMIN -> WIT_F_FORCE : 0);
+#ifdef MUT_ADMIN_FORCE
+		/* the seeded bug: every claim by hand skips the data check */
+		f = (claim_want[n] == CLAIM_ADMIN -> (WIT_F_ADMIN | WIT_F_FORCE) : 0);
 #else
-		f = ((claim_want[n] == CLAIM_ADMIN && adm_force[n]) -> WIT_F_FORCE : 0);
+		f = (claim_want[n] != CLAIM_ADMIN -> 0 :
+		     (claim_force[n] -> (WIT_F_ADMIN | WIT_F_FORCE) : WIT_F_ADMIN));
 #endif
 		claim_out[n] = true;
-		/* a new seq; seven tags never wrap onto a reply still in flight
-		 * (at most five messages of a node are) */
-		ctag[n] = ctag[n] % 7 + 1;
+		/* a new seq: older claims and their replies no longer match */
+		mark_w(n, TAG_OLD_CLAIM, true);
 		printf("%c: CLAIM flags %d gen %d history %d %d %d %d (delivered %d)\n", 'A' + n, f,
 		       gcur[n], gh0[n], gh1[n], gh2[n], MSG_H3(n), ws[n]);
 		if
-		:: ws[n] -> tw[n]!WIT_CLAIM, f | (ctag[n] << 4), gcur[n], gh0[n], gh1[n], gh2[n], MSG_H3(n)
+		:: ws[n] -> tw[n]!WIT_CLAIM, f, 0, gcur[n], gh0[n], gh1[n], gh2[n], MSG_H3(n)
 		:: else -> skip
 		fi;
 		f = 0
@@ -485,6 +564,7 @@ inline quorum_peer_role(n)
 {
 	w_heard[n] = false;
 	w_primary[n] = NONE; /* (not read while w_heard is false) */
+	mark_w(n, TAG_STALE, false); /* Q5: an answer still on its way is as stale */
 	rep_valid[n] = false;
 	rep_flags[n] = 0;
 	rep_gen[n] = 0;
@@ -645,13 +725,20 @@ inline claim_outcome(n, outc, reason)
 		if
 		:: !(pend_flags[n] & WIT_F_FORCE) ->
 			if
-			:: rp == NONE && repoch == 0 -> outc = WIT_DENY; reason = WIT_NO_RECORD
+			:: rp == NONE && repoch == 0 ->
+				/* nothing known: by hand only */
+				if
+				:: !(pend_flags[n] & WIT_F_ADMIN) -> outc = WIT_DENY; reason = WIT_NO_RECORD
+				:: else -> skip
+				fi
 			:: else ->
 #ifndef MUT_NO_SYNCED_CHECK
-				/* W3.1 */
+				/* W3.1; a released record's gen is the data its
+				 * primary left (W2) */
 				if
-				:: !rsync -> outc = WIT_DENY; reason = WIT_NOT_SYNCED
-				:: rsync && !PEND_HOLDS(n, rgen) -> outc = WIT_DENY; reason = WIT_OLDER_DATA
+				:: rp != NONE && !rsync -> outc = WIT_DENY; reason = WIT_NOT_SYNCED
+				:: (rp == NONE || rsync) && !PEND_HOLDS(n, rgen) ->
+					outc = WIT_DENY; reason = WIT_OLDER_DATA
 				:: else -> skip
 				fi
 #else
@@ -686,10 +773,10 @@ inline answer_claim(n, outc, reason)
 		:: else -> skip
 		fi;
 		printf("W: grants the claim of %c; record %d gen %d\n", 'A' + n, rp, rgen);
-		fw[n]!WIT_CLAIM_REPLY, WIT_R_OK, WIT_NONE, rp, pend_flags[n] >> 4
+		fw[n]!WIT_CLAIM_REPLY, WIT_R_OK, WIT_NONE, rp, pend_flags[n], pend_tag[n]
 	:: else ->
 		printf("W: denies the claim of %c: %d\n", 'A' + n, reason);
-		fw[n]!WIT_CLAIM_REPLY, WIT_R_DENIED, reason, rp, pend_flags[n] >> 4
+		fw[n]!WIT_CLAIM_REPLY, WIT_R_DENIED, reason, rp, pend_flags[n], pend_tag[n]
 	fi;
 	pend_on[n] = false;
 	pend_flags[n] = 0;
@@ -697,7 +784,8 @@ inline answer_claim(n, outc, reason)
 	pend_h0[n] = 0;
 	pend_h1[n] = 0;
 	pend_h2[n] = 0;
-	pend_h3[n] = 0
+	pend_h3[n] = 0;
+	pend_tag[n] = 0
 }
 
 /* one message of node n (wit_server.c handle -> on_report / on_claim) */
@@ -707,10 +795,20 @@ inline wit_handle(n)
 	:: mt == WIT_REPORT ->
 		/* wit_rec_report: W1, W2 */
 		res = WIT_R_OK;
+		reason = WIT_NONE;
 		if
 		:: (mf & WIT_F_PRIMARY) && rp != NONE && rp != n ->
 			res = WIT_R_DEPOSED /* W1: another node holds the record */
+#ifndef MUT_W1_ANY
+		:: (mf & WIT_F_PRIMARY) && rp == NONE && repoch > 0 && !MSG_HOLDS(rgen) ->
+			/* W1: a free record takes only a node that holds what the
+			 * last primary released */
+			res = WIT_R_DEPOSED;
+			reason = WIT_OLDER_DATA
+		:: (mf & WIT_F_PRIMARY) && ((rp == NONE && (repoch == 0 || MSG_HOLDS(rgen))) || rp == n) ->
+#else
 		:: (mf & WIT_F_PRIMARY) && (rp == NONE || rp == n) ->
+#endif
 			if
 			:: rp == NONE ->
 				rp = n;
@@ -723,7 +821,10 @@ inline wit_handle(n)
 			rgen = mg;
 			rsync = ((mf & WIT_F_SYNCED) != 0)
 		:: !(mf & WIT_F_PRIMARY) && (mf & WIT_F_RELEASE) && rp == n ->
-			rp = NONE; /* W2: gen and synced stay what the primary said */
+			rp = NONE; /* W2: synced stays, gen is the data it leaves */
+#ifndef MUT_W2_KEEP_GEN
+			rgen = mg;
+#endif
 			if
 			:: repoch < 3 -> repoch++
 			:: else -> skip
@@ -732,7 +833,7 @@ inline wit_handle(n)
 		fi;
 		printf("W: REPORT of %c: result %d; record %d gen %d synced %d\n", 'A' + n, res, rp,
 		       rgen, rsync);
-		fw[n]!WIT_REPORT_ACK, res, WIT_NONE, rp, mf
+		fw[n]!WIT_REPORT_ACK, res, reason, rp, mf, mtag
 	:: mt == WIT_CLAIM ->
 		/* on_claim: pending (in place of an earlier one, never answered
 		 * then), and decided at once */
@@ -743,13 +844,15 @@ inline wit_handle(n)
 		pend_h1[n] = mh1;
 		pend_h2[n] = mh2;
 		pend_h3[n] = mh3;
+		pend_tag[n] = mtag;
 		claim_outcome(n, outc, reason);
 		if
 		:: outc != WIT_WAIT -> answer_claim(n, outc, reason)
 		:: else -> skip
 		fi
 	fi;
-	mt = 0; mf = 0; mg = 0; mh0 = 0; mh1 = 0; mh2 = 0; mh3 = 0; res = 0; outc = 0; reason = 0
+	mt = 0; mf = 0; mtag = 0; mg = 0; mh0 = 0; mh1 = 0; mh2 = 0; mh3 = 0; res = 0; outc = 0;
+	reason = 0
 }
 
 /* evaluate (WS3): a pending claim decided again, after a report, a closed
@@ -877,26 +980,30 @@ inline handshake(hv, hb, isrc)
 		fi;
 		/* both send STATE after the verdict */
 		peer_disk[A] = disk[B];
-		peer_disk[B] = disk[A]
+		peer_disk[B] = disk[A];
+		/* the peer may have changed roles while it was away */
+		quorum_peer_role(A);
+		quorum_peer_role(B)
 	fi;
 	hv = 0; hb = false; isrc = false
 }
 
-/* repl_promote (repl_admin.c), one call of the polled admin command;
- * adm_busy goes false when it is done (0) or failed (-errno), stays on
- * -EAGAIN. (f: scratch for quorum_kick.) */
-inline repl_promote(n, f)
+/* repl_promote (repl_admin.c), one call of the polled admin command, as
+ * `tandemctl primary [--force]` (frc) makes it; tandemctl polls it until it
+ * is not -EAGAIN, or gives up (then it is run again or not at all). A poll
+ * changes nothing the model tracks but what a call does here (a grant
+ * promotes in on_verdict, admin_granted), so each call is one command. */
+inline repl_promote(n, f, frc)
 {
 	if
-	:: role[n] == VOL_PRIMARY ->
-		adm_busy[n] = false /* 0; w_claim_result is left as it is */
+	:: role[n] == VOL_PRIMARY -> skip /* 0 */
 	:: role[n] != VOL_PRIMARY && pl && role[OTHER(n)] == VOL_PRIMARY ->
-		adm_busy[n] = false /* -EBUSY: the peer is primary */
+		skip /* -EBUSY: the peer is primary */
 	:: role[n] != VOL_PRIMARY && !(pl && role[OTHER(n)] == VOL_PRIMARY) &&
-	   (disk[n] != VOL_UPTODATE || rstate[n] == RR_SYNCTARGET) && !adm_force[n] ->
-		adm_busy[n] = false /* -EPERM: use --force */
+	   (disk[n] != VOL_UPTODATE || rstate[n] == RR_SYNCTARGET) && !(frc) ->
+		skip /* -EPERM: use --force */
 	:: role[n] != VOL_PRIMARY && !(pl && role[OTHER(n)] == VOL_PRIMARY) &&
-	   (adm_force[n] || (disk[n] == VOL_UPTODATE && rstate[n] != RR_SYNCTARGET)) ->
+	   ((frc) || (disk[n] == VOL_UPTODATE && rstate[n] != RR_SYNCTARGET)) ->
 		if
 		:: disk[n] != VOL_UPTODATE || rstate[n] == RR_SYNCTARGET ->
 			/* --force: the disk is declared up to date */
@@ -909,19 +1016,29 @@ inline repl_promote(n, f)
 		fi;
 		/* N8: through the witness */
 		if
-		:: claim_result[n] == 1 ->
-			claim_result[n] = 0;
-			adm_busy[n] = false;
-			promote_now(n)
-		:: claim_result[n] == 2 ->
-			claim_result[n] = 0;
-			adm_busy[n] = false /* the witness refused */
-		:: claim_result[n] == 0 && claim_want[n] != CLAIM_ADMIN ->
+		:: claim_result[n] == 2 -> claim_result[n] = 0 /* the refusal, told now */
+		:: claim_result[n] != 2 && (claim_want[n] != CLAIM_ADMIN || claim_force[n] != (frc)) ->
 			claim_want[n] = CLAIM_ADMIN;
+			claim_force[n] = (frc);
 			drop_claim(n);
 			quorum_kick(n, f)
-		:: claim_result[n] == 0 && claim_want[n] == CLAIM_ADMIN -> skip /* -EAGAIN */
+		:: claim_result[n] != 2 && claim_want[n] == CLAIM_ADMIN && claim_force[n] == (frc) ->
+			skip /* -EAGAIN: waiting for the witness */
 		fi
+	fi
+}
+
+/* admin_granted (repl_quorum.c): repl_promote's checks again, then the
+ * promotion, at the grant itself */
+inline admin_granted(n, f)
+{
+	if
+	:: role[n] == VOL_PRIMARY -> skip
+	:: role[n] != VOL_PRIMARY && pl && role[OTHER(n)] == VOL_PRIMARY -> claim_result[n] = 2
+	:: role[n] != VOL_PRIMARY && !(pl && role[OTHER(n)] == VOL_PRIMARY) &&
+	   (disk[n] != VOL_UPTODATE || rstate[n] == RR_SYNCTARGET) -> claim_result[n] = 2
+	:: role[n] != VOL_PRIMARY && !(pl && role[OTHER(n)] == VOL_PRIMARY) &&
+	   disk[n] == VOL_UPTODATE && rstate[n] != RR_SYNCTARGET -> promote_now(n)
 	fi
 }
 
@@ -930,7 +1047,7 @@ inline repl_promote(n, f)
 proctype Node(byte n)
 {
 	byte o = OTHER(n);
-	byte mt, mres, mreason, mprim, mflags; /* a verdict */
+	byte mt, mres, mreason, mprim, mflags, mtag; /* a verdict */
 	byte pt, parg, pgen;                 /* a peer message */
 	byte f, k;
 	bool pwp;
@@ -963,11 +1080,15 @@ end_node:
 
 	/* ---- on_verdict (repl_quorum.c) ---- */
 	:: atomic {
-		fw[n]?mt, mres, mreason, mprim, mflags ->
+		fw[n]?mt, mres, mreason, mprim, mflags, mtag ->
 		printf("%c: gets %d (7 REPORT_ACK, 9 CLAIM_REPLY) result %d reason %d primary %d\n",
 		       'A' + n, mt, mres, mreason, mprim);
-		w_primary[n] = mprim;
-		w_heard[n] = true;
+		/* Q5: only an answer to a message sent since the last refresh or
+		 * release says what the record is now */
+		if
+		:: !(mtag & TAG_STALE) -> w_primary[n] = mprim; w_heard[n] = true
+		:: else -> skip
+		fi;
 		if
 		:: mt == WIT_REPORT_ACK ->
 			/* the answer to the oldest REPORT in flight (FIFO): N1 counts
@@ -979,8 +1100,10 @@ end_node:
 			if
 			:: mres == WIT_R_DEPOSED ->
 				if
-				:: role[n] == VOL_PRIMARY && mprim != NONE -> deposed(n) /* N5 */
-				:: role[n] == VOL_PRIMARY && mprim == NONE -> step_down(n)
+				:: role[n] == VOL_PRIMARY && (mprim != NONE || mreason == WIT_OLDER_DATA) ->
+					deposed(n) /* N5, W1 */
+				:: role[n] == VOL_PRIMARY && mprim == NONE && mreason != WIT_OLDER_DATA ->
+					step_down(n)
 				:: else -> skip
 				fi
 			:: mres != WIT_R_DEPOSED ->
@@ -1005,25 +1128,20 @@ end_node:
 				fi;
 				quorum_kick(n, f)
 			fi
-		:: mt == WIT_CLAIM_REPLY && !(claim_out[n] && mflags == ctag[n]) ->
+		:: mt == WIT_CLAIM_REPLY && !(claim_out[n] && !(mtag & TAG_OLD_CLAIM)) ->
 			skip /* Q4: not the claim in flight */
-		:: mt == WIT_CLAIM_REPLY && claim_out[n] && mflags == ctag[n] ->
+		:: mt == WIT_CLAIM_REPLY && claim_out[n] && !(mtag & TAG_OLD_CLAIM) ->
 			claim_out[n] = false;
-			/* no older claim is in flight any more (FIFO; the witness
-			 * keeps the newest pending): the tag may start again */
-			ctag[n] = 0;
 			if
 			:: mres == WIT_R_OK && claim_want[n] == CLAIM_ADMIN ->
 				claim_want[n] = CLAIM_NONE;
-				claim_result[n] = 1; /* repl_promote, polled, goes on */
-#ifndef C_TANDEMCTL_POLL
-				/* the next poll of tandemctl, 20 ms later */
-				if
-				:: adm_busy[n] -> repl_promote(n, f)
-				:: else -> skip
-				fi
+#ifndef MUT_ADMIN_LATCH
+				admin_granted(n, f)
+#else
+				/* the seeded bug: the grant is kept for the command's
+				 * next call, which may come much later */
+				claim_result[n] = 1
 #endif
-				skip
 			:: mres == WIT_R_OK && claim_want[n] != CLAIM_ADMIN ->
 				claim_want[n] = CLAIM_NONE;
 				if
@@ -1032,14 +1150,7 @@ end_node:
 				fi
 			:: mres != WIT_R_OK && claim_want[n] == CLAIM_ADMIN ->
 				claim_want[n] = CLAIM_NONE;
-				claim_result[n] = 2;
-#ifndef C_TANDEMCTL_POLL
-				if
-				:: adm_busy[n] -> repl_promote(n, f)
-				:: else -> skip
-				fi
-#endif
-				skip
+				claim_result[n] = 2
 			:: mres != WIT_R_OK && claim_want[n] != CLAIM_ADMIN ->
 				claim_want[n] = CLAIM_NONE;
 				/* N6: a node known to lack writes never claims again by itself */
@@ -1051,7 +1162,7 @@ end_node:
 				fi
 			fi
 		fi;
-		mt = 0; mres = 0; mreason = 0; mprim = 0; mflags = 0
+		mt = 0; mres = 0; mreason = 0; mprim = 0; mflags = 0; mtag = 0
 	}
 
 	/* ---- a client write on a primary (repl_write.c fg_go, fg_finish) ---- */
@@ -1136,41 +1247,34 @@ end_node:
 	/* ---- the operator (repl_admin.c), N8 ---- */
 	:: d_step {
 		/* `tandemctl primary` (and the second half of `switchover`) */
-		OP_PRIMARY && ops < MAXOPS && role[n] == VOL_SECONDARY && !adm_busy[n] ->
+		OP_PRIMARY && MAY_OP(n) && ops < MAXOPS && role[n] == VOL_SECONDARY ->
 		ops++;
 		printf("%c: operator: primary\n", 'A' + n);
-		adm_force[n] = false;
-		adm_busy[n] = true;
-		repl_promote(n, f)
+		repl_promote(n, f, false)
 	}
 	:: d_step {
 		/* `tandemctl primary --force` */
-		OP_FORCE && ops < MAXOPS && role[n] == VOL_SECONDARY && !adm_busy[n] ->
+		OP_FORCE && MAY_OP(n) && ops < MAXOPS && role[n] == VOL_SECONDARY ->
 		ops++;
 		printf("%c: operator: primary --force\n", 'A' + n);
 		forced = true;
-		adm_force[n] = true;
-		adm_busy[n] = true;
-		repl_promote(n, f)
+		repl_promote(n, f, true)
 	}
-#ifdef C_TANDEMCTL_POLL
-	/* tandemctl polls every 20 ms, and gives up after its timeout: the
-	 * poll and the giving up are steps of their own */
-	:: d_step { adm_busy[n] -> repl_promote(n, f) }
-	:: d_step { adm_busy[n] -> adm_busy[n] = false; printf("%c: tandemctl gives up\n", 'A' + n) }
+#ifdef MUT_ADMIN_LATCH
+	/* tandemctl's later call of the same command, on the grant kept */
+	:: d_step {
+		claim_result[n] == 1 && role[n] == VOL_SECONDARY ->
+		printf("%c: tandemctl polls: promoted on the grant kept\n", 'A' + n);
+		claim_result[n] = 0;
+		promote_now(n)
+	}
 #endif
 	:: d_step {
-		/* the first half of `switchover` (repl_switchover: the peer
-		 * connected and in sync), or with C_ANY_SECONDARY any `secondary`:
-		 * repl_demote, once no write is in flight and, R11, both nodes
-		 * flushed */
-		OP_DEMOTE && ops < MAXOPS && role[n] == VOL_PRIMARY && held[n] == 0 && pendp[n] == 0 &&
-#ifdef C_ANY_SECONDARY
-		(!pl || (len(pc[n]) == 0 && len(pc[o]) == 0)) ->
-#else
-		pl && rstate[n] == RR_ESTABLISHED && peer_disk[n] == VOL_UPTODATE &&
-		len(pc[n]) == 0 && len(pc[o]) == 0 ->
-#endif
+		/* `tandemctl secondary` or the first half of `switchover`:
+		 * repl_demote, once no write is in flight and, with the peer
+		 * connected, R11: both nodes flushed */
+		OP_DEMOTE && MAY_OP(n) && ops < MAXOPS && role[n] == VOL_PRIMARY && held[n] == 0 &&
+		pendp[n] == 0 && (!pl || (len(pc[n]) == 0 && len(pc[o]) == 0)) ->
 		ops++;
 		printf("%c: operator: secondary\n", 'A' + n);
 		if
@@ -1225,8 +1329,7 @@ end_node:
 		held[n] = 0; /* never acknowledged */
 		claim_want[n] = CLAIM_NONE;
 		claim_result[n] = 0;
-		adm_force[n] = false;
-		adm_busy[n] = false; /* (tandemctl gets an error) */
+		claim_force[n] = false; /* (tandemctl gets an error) */
 		w_release[n] = false
 	}
 	od
@@ -1236,15 +1339,15 @@ end_node:
 
 proctype Witness()
 {
-	byte mt, mf, mg, mh0, mh1, mh2, mh3, res, outc, reason;
+	byte mt, mf, mtag, mg, mh0, mh1, mh2, mh3, res, outc, reason;
 
 end_witness:
 	do
 	/* W4: one message at a time, in the order they arrive */
-	:: d_step { (len(tw[A]) > 0) && (len(fw[A]) < FWCAP) -> tw[A]?mt, mf, mg, mh0, mh1, mh2, mh3;
-		wit_handle(A) }
-	:: d_step { (len(tw[B]) > 0) && (len(fw[B]) < FWCAP) -> tw[B]?mt, mf, mg, mh0, mh1, mh2, mh3;
-		wit_handle(B) }
+	:: d_step { (len(tw[A]) > 0) && (len(fw[A]) < FWCAP) ->
+		tw[A]?mt, mf, mtag, mg, mh0, mh1, mh2, mh3; wit_handle(A) }
+	:: d_step { (len(tw[B]) > 0) && (len(fw[B]) < FWCAP) ->
+		tw[B]?mt, mf, mtag, mg, mh0, mh1, mh2, mh3; wit_handle(B) }
 	/* evaluate: a pending claim decided again */
 	:: d_step { pend_on[A] && (len(fw[A]) < FWCAP) -> wit_decide(A) }
 	:: d_step { pend_on[B] && (len(fw[B]) < FWCAP) -> wit_decide(B) }
@@ -1324,13 +1427,13 @@ end_env:
 #ifdef MSG_LOSS
 	/* a message lost while its link stays up (more than TCP does: there a
 	 * loss ends the connection, which the cuts above model) */
-	:: d_step { faults < MAXF && (len(tw[A]) > 0) -> faults++; tw[A]?_, _, _, _, _, _, _;
+	:: d_step { faults < MAXF && (len(tw[A]) > 0) -> faults++; tw[A]?_, _, _, _, _, _, _, _;
 		printf("lost: a message A -> W\n") }
-	:: d_step { faults < MAXF && (len(tw[B]) > 0) -> faults++; tw[B]?_, _, _, _, _, _, _;
+	:: d_step { faults < MAXF && (len(tw[B]) > 0) -> faults++; tw[B]?_, _, _, _, _, _, _, _;
 		printf("lost: a message B -> W\n") }
-	:: d_step { faults < MAXF && (len(fw[A]) > 0) -> faults++; fw[A]?_, _, _, _, _;
+	:: d_step { faults < MAXF && (len(fw[A]) > 0) -> faults++; fw[A]?_, _, _, _, _, _;
 		printf("lost: a message W -> A\n") }
-	:: d_step { faults < MAXF && (len(fw[B]) > 0) -> faults++; fw[B]?_, _, _, _, _;
+	:: d_step { faults < MAXF && (len(fw[B]) > 0) -> faults++; fw[B]?_, _, _, _, _, _;
 		printf("lost: a message W -> B\n") }
 	:: d_step { faults < MAXF && (len(pc[A]) > 0) -> faults++; pc[A]?_, _, _;
 		printf("lost: a message B -> A\n") }
@@ -1350,6 +1453,34 @@ proctype Monitor()
 end_monitor:
 	d_step { !(P1 && P2) -> assert(P1 && P2) }
 }
+
+#ifdef PROBE
+/* Reachability: spin reports a "violation" when the state can be reached,
+ * which shows that the properties above are not met vacuously. */
+#if PROBE == 1
+/* A acknowledges writes alone (N1) */
+#define PROBE_STATE (acked != 0 && !pl && role[A] == VOL_PRIMARY && ALONE_OK(A))
+#elif PROBE == 2
+/* B took over after acknowledged writes, and acknowledges writes itself */
+#define PROBE_STATE (acked != 0 && role[B] == VOL_PRIMARY && ACCEPTING(B))
+#elif PROBE == 3
+/* a claim of B waits while the record names A (W3.2) */
+#define PROBE_STATE (pend_on[B] && rp == A)
+#elif PROBE == 4
+/* A is the sync target of a new primary B */
+#define PROBE_STATE (rstate[A] == RR_SYNCTARGET && role[B] == VOL_PRIMARY)
+#elif PROBE == 5
+/* A acknowledges alone on a session the restarted witness no longer has */
+#define PROBE_STATE (STALE(A) && ALONE_OK(A) && role[A] == VOL_PRIMARY)
+#else
+#define PROBE_STATE false
+#endif
+proctype Probe()
+{
+end_probe:
+	atomic { PROBE_STATE -> assert(false) }
+}
+#endif
 
 /* ================= the start ================= */
 
@@ -1392,6 +1523,9 @@ init {
 		w_primary[B] = A;
 #endif
 		run Monitor();
+#ifdef PROBE
+		run Probe();
+#endif
 		run Witness();
 		run Env();
 		run Node(A);
