@@ -3,15 +3,19 @@
  * records of one cluster. Pure functions but for the file; unit-tested.
  *
  * Record transitions:
- *   primary none|X -> X      [wit_rec_report: X reports primary (W1)]
- *   primary X -> none        [wit_rec_report: X reports an orderly demotion (W2)]
+ *   primary none|X -> X      [wit_rec_report: X reports primary (W1); from none
+ *                             only if the record never named one or X holds gen]
+ *   primary X -> none        [wit_rec_report: X reports an orderly demotion (W2);
+ *                             gen becomes the generation X reports]
  *   primary any -> Y         [wit_rec_grant: a claim of Y granted (W3)]
  * Invariants:
  *   WR1. `synced` is true only as the last report of the recorded primary
  *        said; a grant sets it false (the new primary writes alone at once).
  *   WR2. epoch grows by one each time `primary` changes, never otherwise.
- *   WR3. A claim is granted without `force` only when `synced` and the
- *        claimant holds the recorded generation (current or in its history).
+ *   WR3. A claim is granted without `force` only when the claimant holds
+ *        the recorded generation (current or in its history) and `synced`
+ *        or the record names no primary (released, W2); a record that never
+ *        named a primary grants only a claim by hand (ADMIN).
  * Never: opens sockets; decides liveness (the server passes it in). */
 #ifndef TANDEM_WIT_REC_H
 #define TANDEM_WIT_REC_H
