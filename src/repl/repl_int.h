@@ -260,8 +260,10 @@ bool quorum_hold(struct repl *r, struct vol_io *io);
 bool quorum_peer_lost(struct repl *r);
 void quorum_kick(struct repl *r);
 void quorum_peer_role(struct repl *r);
-/* The common end of a promotion (admin, claim granted): 0 or -errno. */
+/* Whether a secondary may be promoted by hand (repl_promote, admin_granted):
+ * 0, or -errno and why in msg. */
 int promote_check(const struct repl *r, bool force, char *msg, size_t len);
+/* The common end of a promotion (admin, claim granted): 0 or -errno. */
 int promote_now(struct repl *r, char *msg, size_t len);
 
 /* repl_admin.c: the peer's part of a planned switchover */

@@ -258,9 +258,10 @@ static void give_up_branch(struct repl *r, const char *primary)
 	if (m->gen_bitmap <= GEN_EMPTY)
 		return;
 	log_warn("volume %s: giving up generation %016llx (written without the peer, never "
-		 "acknowledged: %s is primary); back to %016llx",
+		 "acknowledged: %s%s); back to %016llx",
 		 r->v->name, (unsigned long long)m->gen_current,
-		 primary[0] ? primary : "another node", (unsigned long long)m->gen_bitmap);
+		 primary[0] ? primary : "the witness holds newer data",
+		 primary[0] ? " is primary" : "", (unsigned long long)m->gen_bitmap);
 	m->gen_current = m->gen_bitmap;
 	m->gen_bitmap = GEN_NONE;
 	vol_md_write(r->v);
