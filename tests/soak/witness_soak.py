@@ -14,7 +14,12 @@ healed and running, the pair back in sync with one primary (within 90 s).
 Then:
   lost        = acknowledged writes missing from either data area;
   double      = status samples (every 100 ms during the schedule) in which
-                both nodes were primary with quorum and no held write;
+                both nodes may acknowledge writes (accepting(): primary with
+                quorum, no held write, alone or through a connected
+                secondary);
+  both        = samples in which both were primary at all (printed, not
+                failed: one of them may be a primary that has not yet noticed
+                that its peer link is dead, which cannot acknowledge);
   stuck       = schedules that did not get back to one primary in sync.
 Prints one line per schedule and the totals; exit 1 unless lost, double and
 stuck are all 0.
@@ -166,6 +171,22 @@ FAULTS = ["kill-primary", "kill-secondary", "kill-witness", "cut-ab", "cut-aw", 
           "delay"]
 
 
+def accepting(me, other):
+    """Whether a node's status says it may acknowledge writes: primary with
+    quorum and no write held for the witness, and either writing alone or
+    through a peer that, by its own status, is a connected secondary. A
+    primary whose peer link is dead but not yet noticed still shows it
+    connected for up to peer-timeout; it cannot acknowledge anything
+    (no peer answers, and a primary never takes a peer's writes: R6), so it
+    is not counted while the other node, primary too, shows otherwise."""
+    if not me or me["role"] != "primary" or not me["quorum"] or me["witness"]["held_writes"]:
+        return False
+    if me["peers"][0]["connection"] != "connected":
+        return True
+    return bool(other) and other["role"] == "secondary" and \
+        other["peers"][0]["connection"] == "connected"
+
+
 def schedule(c, k, rng, args):
     salt = "s%d-%d" % (args.seed, k)
     os.path.exists(os.path.join(c.w, "stop")) and os.unlink(os.path.join(c.w, "stop"))
@@ -179,7 +200,7 @@ def schedule(c, k, rng, args):
     faults = sorted(((rng.uniform(0.3, 2.5), rng.choice(FAULTS), rng.uniform(0.3, 5))
                      for _ in range(rng.randint(1, 3))))
     t0 = time.monotonic()
-    pending, double, names = [], 0, []
+    pending, double, both, names = [], 0, 0, []
     end = t0 + max(f[0] + f[2] for f in faults) + 1
     while time.monotonic() < end:
         now = time.monotonic() - t0
@@ -214,9 +235,10 @@ def schedule(c, k, rng, args):
             else:
                 c.link(p[2], "delay", "0")
         sa, sb = c.status("a"), c.status("b")
-        if sa and sb and sa["role"] == sb["role"] == "primary" and sa["quorum"] and \
-                sb["quorum"] and not sa["witness"]["held_writes"] and not sb["witness"]["held_writes"]:
+        if accepting(sa, sb) and accepting(sb, sa):
             double += 1
+        if sa and sb and sa["role"] == sb["role"] == "primary":
+            both += 1
         time.sleep(0.1)
     for p in pending:
         if p[1] == "start":
@@ -250,7 +272,7 @@ def schedule(c, k, rng, args):
         for log in logs.values():
             lost += check(log, salt, files)
     acked = sum(sum(1 for l in open(f) if l[:1].isdigit()) for f in logs.values())
-    return names, acked, lost, double, stuck
+    return names, acked, lost, double, both, stuck
 
 
 def main():
@@ -263,7 +285,7 @@ def main():
     rng = random.Random(a.seed)
     work = tempfile.mkdtemp(prefix="tandem-soak.", dir="/var/tmp")
     c = Cluster(os.path.abspath(a.build), work)
-    totals = {"schedules": 0, "acked": 0, "lost": 0, "double": 0, "stuck": 0}
+    totals = {"schedules": 0, "acked": 0, "lost": 0, "double": 0, "both": 0, "stuck": 0}
     print("witness soak: seed %d, %d schedules, in %s" % (a.seed, a.schedules, work), flush=True)
     try:
         for n in ("w", "a", "b"):
@@ -273,20 +295,23 @@ def main():
                 break
             time.sleep(0.1)
         for k in range(a.schedules):
-            names, acked, lost, double, stuck = schedule(c, k, rng, a)
+            names, acked, lost, double, both, stuck = schedule(c, k, rng, a)
             totals["schedules"] += 1
             totals["acked"] += acked
             totals["lost"] += lost
             totals["double"] += double
+            totals["both"] += both
             totals["stuck"] += int(stuck)
-            print("schedule %d: %-45s acked %5d lost %d double %d%s" %
-                  (k, "+".join(names), acked, lost, double, " STUCK" if stuck else ""), flush=True)
+            print("schedule %d: %-45s acked %5d lost %d double %d (both primary %d)%s" %
+                  (k, "+".join(names), acked, lost, double, both, " STUCK" if stuck else ""),
+                  flush=True)
             if stuck:
                 break
     finally:
         c.stop_all()
     print("witness soak: %(schedules)d schedules, %(acked)d acknowledged writes, "
-          "%(lost)d lost, %(double)d double-primary samples, %(stuck)d stuck" % totals)
+          "%(lost)d lost, %(double)d double-primary samples (both primary: %(both)d), "
+          "%(stuck)d stuck" % totals)
     ok = totals["lost"] == 0 and totals["double"] == 0 and totals["stuck"] == 0
     if ok and not a.keep:
         shutil.rmtree(work, ignore_errors=True)
