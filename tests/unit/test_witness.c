@@ -197,6 +197,18 @@ static void roundtrip(const uint8_t *buf, size_t len, struct wit_msg *m)
 	assert_int_equal(wit_decode_body(buf + sizeof(struct wit_hdr), m), 0);
 }
 
+/* A REPORT or CLAIM with these flags: the header decodes, the body is refused. */
+static void vol_refused(uint16_t type, struct wit_vol_msg v, uint32_t flags)
+{
+	uint8_t buf[WIT_ENC_MAX];
+	struct wit_msg m;
+
+	v.flags = flags;
+	wit_enc_vol(buf, type, &v);
+	assert_int_equal(wit_decode_hdr(buf, &m), 0);
+	assert_int_equal(wit_decode_body(buf + sizeof(struct wit_hdr), &m), -EBADMSG);
+}
+
 static void test_codec(void **st)
 {
 	uint8_t buf[WIT_ENC_MAX], nonce[WIT_NONCE_LEN], mac1[WIT_MAC_LEN], mac2[WIT_MAC_LEN];
@@ -218,26 +230,12 @@ static void test_codec(void **st)
 	assert_int_equal(m.u.vol.history[3], 0x77);
 	assert_int_equal(m.u.vol.seq, 7);
 	/* PRIMARY in a CLAIM, FORCE in a REPORT, RELEASE with PRIMARY: refused */
-	n = wit_enc_vol(buf, WIT_CLAIM, &v);
-	assert_int_equal(wit_decode_hdr(buf, &m), 0);
-	assert_int_equal(wit_decode_body(buf + sizeof(struct wit_hdr), &m), -EBADMSG);
-	v.flags = WIT_F_FORCE;
-	n = wit_enc_vol(buf, WIT_REPORT, &v);
-	assert_int_equal(wit_decode_hdr(buf, &m), 0);
-	assert_int_equal(wit_decode_body(buf + sizeof(struct wit_hdr), &m), -EBADMSG);
-	v.flags = WIT_F_RELEASE | WIT_F_PRIMARY;
-	n = wit_enc_vol(buf, WIT_REPORT, &v);
-	assert_int_equal(wit_decode_hdr(buf, &m), 0);
-	assert_int_equal(wit_decode_body(buf + sizeof(struct wit_hdr), &m), -EBADMSG);
+	vol_refused(WIT_CLAIM, v, v.flags);
+	vol_refused(WIT_REPORT, v, WIT_F_FORCE);
+	vol_refused(WIT_REPORT, v, WIT_F_RELEASE | WIT_F_PRIMARY);
 	/* ADMIN only in a CLAIM; FORCE only with it */
-	v.flags = WIT_F_ADMIN;
-	n = wit_enc_vol(buf, WIT_REPORT, &v);
-	assert_int_equal(wit_decode_hdr(buf, &m), 0);
-	assert_int_equal(wit_decode_body(buf + sizeof(struct wit_hdr), &m), -EBADMSG);
-	v.flags = WIT_F_FORCE;
-	n = wit_enc_vol(buf, WIT_CLAIM, &v);
-	assert_int_equal(wit_decode_hdr(buf, &m), 0);
-	assert_int_equal(wit_decode_body(buf + sizeof(struct wit_hdr), &m), -EBADMSG);
+	vol_refused(WIT_REPORT, v, WIT_F_ADMIN);
+	vol_refused(WIT_CLAIM, v, WIT_F_FORCE);
 	v.flags = WIT_F_ADMIN | WIT_F_FORCE;
 	n = wit_enc_vol(buf, WIT_CLAIM, &v);
 	roundtrip(buf, n, &m);
