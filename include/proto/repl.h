@@ -110,9 +110,13 @@ struct repl_auth {
 #define REPL_ST_UPTODATE (1u << 0)
 #define REPL_ST_CONSISTENT (1u << 1)
 #define REPL_ST_CRASHED_PRIMARY (1u << 2) /* was primary and did not shut down cleanly */
-#define REPL_ST_UNVERIFIED (1u << 3) /* consistent, not known up to date: started
+#define REPL_ST_UNVERIFIED \
+	(1u << 3) /* consistent, not known up to date: started
 					* without reaching its peer (disk "consistent") */
-#define REPL_ST_KNOWN ((1u << 4) - 1)
+#define REPL_ST_NO_LEASE \
+	(1u << 4) /* primary, but without its lease (docs/WITNESS.md L6):
+				      * it yields to a primary peer that has one */
+#define REPL_ST_KNOWN ((1u << 5) - 1)
 
 enum repl_role { REPL_ROLE_SECONDARY = 0, REPL_ROLE_PRIMARY = 1 };
 

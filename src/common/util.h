@@ -22,6 +22,8 @@ int parse_addr(const char *s, struct sockaddr_storage *ss, socklen_t *len);
 void format_size(uint64_t v, char *buf, size_t len);
 
 uint64_t now_ns(void); /* CLOCK_MONOTONIC */
+/* CLOCK_BOOTTIME: keeps running while the machine is suspended (leases) */
+uint64_t now_boot_ns(void);
 
 /* Page-aligned buffer suitable for O_DIRECT; free with free(). From 1 MiB up
  * it takes whole 2 MiB huge pages where the kernel has them (util.c). */

@@ -9,7 +9,8 @@
 #include <stdint.h>
 
 #define CFG_NAME_MAX 64 /* buffer size */
-#define CFG_NAME_LEN 32 /* longest node, volume or cluster name: keeps disk.NODE
+#define CFG_NAME_LEN \
+	32 /* longest node, volume or cluster name: keeps disk.NODE
 			 * within what the INI library passes through whole */
 #define CFG_LINE_MAX 190
 #define CFG_KEY_MAX 45
@@ -19,7 +20,7 @@
 #define CFG_ADDR_MAX 96
 #define CFG_MAX_NODES 8
 #define CFG_MAX_VOLUMES 64
-#define CFG_PEER_TIMEOUT_DEFAULT_MS 4000
+#define CFG_PEER_TIMEOUT_DEFAULT_MS 2000
 #define CFG_BITMAP_GRANULARITY_DEFAULT (64u * 1024u)
 /* Front-end (iSCSI, NBD) connection limits, [cluster]: per listener, per
  * client address, and the time a handshake / login may take. */
@@ -29,7 +30,7 @@
 #define CFG_HANDSHAKE_TIMEOUT_DEFAULT_MS 10000
 /* The witness (docs/WITNESS.md): a session silent this long is dead; a
  * primary without quorum fails held writes and steps down after this. */
-#define CFG_WITNESS_TIMEOUT_DEFAULT_MS 3000
+#define CFG_WITNESS_TIMEOUT_DEFAULT_MS 2000
 #define CFG_QUORUM_TIMEOUT_DEFAULT_MS 30000
 #define CFG_WITNESS_DIR_DEFAULT "/var/lib/tandem"
 

@@ -161,10 +161,11 @@ size_t ctl_status_json(const struct ctl_info *info, const char *only, char *out,
 				repl_get_status(v->repl, &q);
 			json_str(b, sizeof(b), q.witness_primary);
 			PUT("%s{\"name\":\"%s\",\"size\":%llu,\"role\":\"%s\",\"disk\":\"%s\","
-			    "\"quorum\":%s,",
+			    "\"quorum\":%s,\"lease\":%s,",
 			    first ? "" : ",", a, (unsigned long long)v->size,
 			    vol_role_name(v->role), vol_disk_name(v->disk),
-			    q.quorum == 0 ? "false" : "true");
+			    q.quorum == 0 ? "false" : "true",
+			    v->role == VOL_PRIMARY && vol_lease_ok(v) ? "true" : "false");
 			if (q.quorum >= 0)
 				PUT("\"witness\":{\"session\":%s,\"primary\":\"%s\","
 				    "\"held_writes\":%u},",

@@ -142,7 +142,8 @@ uint32_t nbd_errno_to_wire(int err)
 	case -EFBIG: return NBD_ENOSPC;
 	case -EOVERFLOW: return NBD_EOVERFLOW;
 	case -ENOTSUP: return NBD_ENOTSUP;
-	case -ESHUTDOWN: return NBD_ESHUTDOWN;
+	case -ESHUTDOWN:
+	case -ESTALE: return NBD_ESHUTDOWN; /* no lease here: ask the primary */
 	default: return NBD_EIO;
 	}
 }

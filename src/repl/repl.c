@@ -92,12 +92,18 @@ static int vol_switchover_hook(void *ctx, bool to_self, char *msg, size_t len)
 	return repl_switchover(r, r->cfg->nodes[to_self ? r->self : r->peer_ix].name, msg, len);
 }
 
+static bool vol_lease_hook(void *ctx)
+{
+	return lease_ok(ctx);
+}
+
 /* What the volume calls (vol.h): it never includes this component. */
 static const struct vol_repl_ops repl_vol_ops = {
 	.submit = vol_submit_hook,
 	.meta_changed = vol_meta_hook,
 	.peer_role = vol_peer_role_hook,
 	.switchover = vol_switchover_hook,
+	.lease_ok = vol_lease_hook,
 };
 
 int repl_new(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned self, struct vol *v,
@@ -116,9 +122,11 @@ int repl_new(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned se
 	r->v = v;
 	r->self = self;
 	r->peer_ix = cv->nodes[0] == self ? cv->nodes[1] : cv->nodes[0];
+	r->first_node = cv->nodes[0] == self;
 	r->dialer = strcmp(cfg->nodes[self].name, cfg->nodes[r->peer_ix].name) < 0;
 	snprintf(r->secret, sizeof(r->secret), "%s", cfg->secret);
 	r->timeout_ns = (uint64_t)cfg->peer_timeout_ms * 1000000ull;
+	lease_init(r);
 	r->rs_cap = cv->resync_rate;
 	r->dial.fd = -1;
 	r->retry.fn = dial;

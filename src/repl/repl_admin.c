@@ -111,8 +111,11 @@ int promote_now(struct repl *r, char *msg, size_t len)
 	r->w_release = false;
 	if (peer_ready(r))
 		gen_rotate(r, r->conn);
-	if (r->conn && r->conn->hs_stage == ST_RUN)
+	if (r->conn && r->conn->hs_stage == ST_RUN) {
 		send_state(r->conn);
+		peer_ping(r, r->conn, ++r->ping_cookie); /* L2: a lease one round trip on */
+	}
+	wit_client_ping(r->wc);
 	quorum_kick(r);
 	return 0;
 }
@@ -179,11 +182,10 @@ int repl_demote(struct repl *r, char *msg, size_t len)
 	r->w_release = true; /* W2: an orderly demotion */
 	quorum_kick(r);
 	if (r->conn && r->conn->hs_stage == ST_RUN) {
-		uint8_t b[32];
 		send_state(r->conn);
 		/* Answered once the peer has read the new state (the pong follows it). */
 		r->demote_cookie = ++r->ping_cookie;
-		send_small(r->conn, b, repl_enc_ping(b, REPL_PING, r->demote_cookie));
+		peer_ping(r, r->conn, r->demote_cookie);
 		return -EAGAIN;
 	}
 	return 0;
@@ -336,8 +338,17 @@ int repl_in_sync(const struct repl *r, char *msg, size_t len)
 		snprintf(msg, len, "volume %s: split brain with %s", v->name, peer_name(r));
 		return -EPERM;
 	}
-	if (r->rstate == RR_ESTABLISHED && v->disk == VOL_UPTODATE && bm_oos_count(r->bm) == 0)
+	if (r->rstate == RR_ESTABLISHED && v->disk == VOL_UPTODATE && bm_oos_count(r->bm) == 0) {
+		/* A primary's peer can take over only once the witness knows it
+		 * is in sync (N2): until then a lost primary leaves no primary. */
+		if (r->wc && r->w_up && v->role == VOL_PRIMARY &&
+		    (!(r->w_rep_flags & WIT_F_SYNCED) || r->w_synced_acked != r->w_synced_seq)) {
+			snprintf(msg, len, "volume %s: in sync; the witness does not know it yet",
+				 v->name);
+			return 0;
+		}
 		return 1;
+	}
 	snprintf(msg, len, "volume %s: %s, %s, disk %s", v->name, repl_conn_name(r->cstate),
 		 repl_rep_name(r->rstate), vol_disk_name(v->disk));
 	return 0;

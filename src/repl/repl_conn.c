@@ -226,6 +226,7 @@ static int msg_pong(struct rconn *c, const struct repl_msg *m)
 
 	if (r->demote_cookie && m->u.ping.cookie == r->demote_cookie)
 		r->demote_cookie = 0;
+	lease_pong(r, c, m->u.ping.cookie);
 	return 0;
 }
 
@@ -563,9 +564,8 @@ void tick(struct ev_timer *t)
 			c = NULL;
 		}
 		if (c && c->hs_stage >= ST_STATE && now - r->last_ping_ns >= period) {
-			uint8_t b[32];
 			r->last_ping_ns = now;
-			send_small(c, b, repl_enc_ping(b, REPL_PING, ++r->ping_cookie));
+			peer_ping(r, c, ++r->ping_cookie);
 		}
 	}
 	if (r->rstate == RR_SYNCSOURCE && (r->rs_cap || r->rs_hold_ns))

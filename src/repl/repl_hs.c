@@ -15,6 +15,28 @@
 
 static int on_hello(struct rconn *c, const struct repl_hello *h);
 
+/* I2: the first primary of a new pair; with a witness through its claim
+ * (granted only while the record never named a primary, or names this node
+ * with no data written: W1/W3 check the generation). */
+static void new_pair_promote(struct repl *r)
+{
+	char msg[160] = "";
+
+	if (r->admin_down || r->shutting_down || r->v->disk != VOL_UPTODATE)
+		return;
+	log_info("volume %s: a new pair: this node becomes its first primary%s", r->v->name,
+		 r->wc ? " (asking the witness)" : "");
+	if (r->wc) {
+		r->w_claim_want = CLAIM_ADMIN;
+		r->w_claim_force = false;
+		r->w_claim_seq = 0;
+		quorum_kick(r);
+		return;
+	}
+	if (promote_now(r, msg, sizeof(msg)))
+		log_err("volume %s: promotion failed: %s", r->v->name, msg);
+}
+
 static void fill_state(struct repl *r, struct repl_state *s)
 {
 	const struct md_sb *m = sb(r);
@@ -34,6 +56,8 @@ static void fill_state(struct repl *r, struct repl_state *s)
 	if (r->v->crashed_primary)
 		s->flags |= REPL_ST_CRASHED_PRIMARY;
 	s->role = r->v->role == VOL_PRIMARY ? REPL_ROLE_PRIMARY : REPL_ROLE_SECONDARY;
+	if (r->v->role == VOL_PRIMARY && !lease_ok(r))
+		s->flags |= REPL_ST_NO_LEASE;
 	s->disk = (uint8_t)r->v->disk;
 	s->bm_granularity = bm_granularity(r->bm);
 	s->oos_bits = 0;
@@ -187,6 +211,23 @@ static void handshake_decide(struct rconn *c)
 		return;
 	}
 	if (gm.primary && gp.primary) {
+		/* L6: a primary without its lease meets one that has it (made
+		 * primary by the witness while this one was cut off or paused):
+		 * it yields, as if deposed, and no split brain is declared. */
+		bool mine = lease_ok(r), theirs = !(c->pst.flags & REPL_ST_NO_LEASE);
+		if (!mine && theirs) {
+			char why[160];
+			snprintf(why, sizeof(why), "%s is primary and this node has no lease",
+				 c->peer_node);
+			quorum_yield(r, c->peer_node, why);
+			return;
+		}
+		if (mine && !theirs) {
+			log_info("volume %s: %s is primary without a lease; it steps down",
+				 r->v->name, c->peer_node);
+			conn_abort(c);
+			return;
+		}
 		r->split_brain = true;
 		conn_refuse(c, "split brain: both nodes are primary");
 		return;
@@ -256,6 +297,10 @@ static void handshake_decide(struct rconn *c)
 		bm_clear_all_oos(r->bm);
 		if (r->v->disk == VOL_OUTDATED || r->v->disk == VOL_CONSISTENT)
 			vol_set_disk(r->v, VOL_UPTODATE);
+		/* I2: two disks that were never written hold the same zeros */
+		if (gm.current == GEN_EMPTY && gp.current == GEN_EMPTY &&
+		    r->v->disk == VOL_INCONSISTENT)
+			vol_set_disk(r->v, VOL_UPTODATE);
 		repl_set_rstate(r, RR_ESTABLISHED);
 		gen_rotate(r, c);
 		break;
@@ -285,6 +330,14 @@ static void handshake_decide(struct rconn *c)
 	c->decided = r->rstate;
 	/* Tell the peer the state this side is in now. */
 	send_state(c);
+	/* I2: a new pair (neither holds data written by anyone, or only this
+	 * node, whose data was put on its disk before the volume was created)
+	 * gets its first primary: the first node of `nodes`. */
+	if (r->first_node && !gm.primary && !gp.primary && gp.current <= GEN_EMPTY &&
+	    (gm.current == GEN_EMPTY || (r->v->md->created && d.verdict == GEN_SOURCE)))
+		new_pair_promote(r);
+	if (r->v->role == VOL_PRIMARY)
+		peer_ping(r, c, ++r->ping_cookie); /* L2: the lease from this peer */
 }
 
 int msg_hello(struct rconn *c, const struct repl_msg *m)
@@ -364,6 +417,8 @@ static int run_state(struct rconn *c, const struct repl_msg *m)
 		log_info("volume %s: %s is now %s", r->v->name, c->peer_node,
 			 r->peer.role == REPL_ROLE_PRIMARY ? "primary" : "secondary");
 		quorum_peer_role(r);
+	} else {
+		quorum_kick(r); /* its disk state: the witness hears of it at once */
 	}
 	return 0;
 }

@@ -125,6 +125,7 @@ struct repl {
 	struct vol *v;
 	unsigned self, peer_ix;
 	bool dialer;
+	bool first_node; /* this node is the volume's first in `nodes` */
 	char secret[CFG_NAME_MAX * 2];
 	uint64_t timeout_ns;
 	struct bm *bm;
@@ -200,6 +201,7 @@ struct repl {
 	uint64_t w_rep_gen;
 	uint64_t w_rep_ring[16]; /* seq << 8 | flags of recent REPORTs, by seq */
 	uint64_t w_synced_seq;   /* the last REPORT sent with SYNCED (N2) */
+	uint64_t w_synced_acked; /* ... once the witness acknowledged it */
 	uint64_t w_alone_seq;    /* the newest REPORT acked on this session as primary, !SYNCED */
 	bool w_release;          /* the next secondary REPORT is an orderly demotion (W2) */
 	uint8_t w_claim_want;    /* enum claim_why: a CLAIM is wanted */
@@ -223,6 +225,12 @@ struct repl {
 	uint8_t sw_target;        /* a switchover without a node named: 1 this node, 2 the peer */
 	uint64_t sw_t0;           /* ... decided then (a later command decides again) */
 	struct ev_timer sw_timer; /* polls the asked step */
+	/* the lease (repl_lease.c, docs/WITNESS.md L1-L6); times CLOCK_BOOTTIME */
+	uint64_t lease_dur_ns;
+	uint64_t lease_peer_end;         /* from the peer's PONGs (L2) */
+	uint64_t ping_ck[8], ping_at[8]; /* PINGs sent to the peer, by cookie */
+	bool w_named;                    /* the witness named this node on this session */
+	bool lease_shown;                /* the lease as last announced (event, log) */
 };
 
 struct repl_server {
@@ -260,11 +268,26 @@ bool quorum_hold(struct repl *r, struct vol_io *io);
 bool quorum_peer_lost(struct repl *r);
 void quorum_kick(struct repl *r);
 void quorum_peer_role(struct repl *r);
+/* Steps down for good reason (deposed, or L6: a primary peer with a lease):
+ * held writes fail, the branch written alone is given up (N5), the disk is
+ * outdated and the connection starts over. */
+void quorum_yield(struct repl *r, const char *primary, const char *why);
 /* Whether a secondary may be promoted by hand (repl_promote, admin_granted):
  * 0, or -errno and why in msg. */
 int promote_check(const struct repl *r, bool force, char *msg, size_t len);
 /* The common end of a promotion (admin, claim granted): 0 or -errno. */
 int promote_now(struct repl *r, char *msg, size_t len);
+
+/* repl_lease.c: the lease of a primary (docs/WITNESS.md L1-L6) */
+void lease_init(struct repl *r);
+/* Sends a PING to the peer; its PONG renews the lease from now (L2). */
+void peer_ping(struct repl *r, struct rconn *c, uint64_t cookie);
+void lease_pong(struct repl *r, struct rconn *c, uint64_t cookie);
+/* The peer connection is usable and past its handshake. */
+bool peer_connected(const struct repl *r);
+bool lease_ok(const struct repl *r);
+/* Called by quorum_tick: announces a lease lost or back. */
+void lease_tick(struct repl *r);
 
 /* repl_admin.c: the peer's part of a planned switchover */
 int msg_switch(struct rconn *c, const struct repl_msg *m);

@@ -46,11 +46,6 @@ static bool alone_ok(const struct repl *r)
 	return r->w_up && r->w_alone_seq > r->w_synced_seq;
 }
 
-static bool peer_connected(const struct repl *r)
-{
-	return r->conn && r->conn->hs_stage == ST_RUN && conn_usable(r->conn);
-}
-
 static void release_held(struct repl *r, int res)
 {
 	while (!list_empty(&r->held)) {
@@ -82,9 +77,10 @@ static void make_msg(const struct repl *r, struct wit_vol_msg *m, uint32_t flags
 	m->gen = sb((struct repl *)r)->gen_current;
 	for (unsigned i = 0; i < WIT_HISTORY && i < TANDEM_MD_HISTORY; i++)
 		m->history[i] = sb((struct repl *)r)->gen_history[i];
-	/* the generation this node branched from is part of its data too */
-	if (sb((struct repl *)r)->gen_bitmap > GEN_EMPTY && WIT_HISTORY > 0 &&
-	    r->v->role != VOL_PRIMARY)
+	/* the generation this node branched from is part of its data too (a
+	 * primary that lost its peer reports its new generation; the record
+	 * still has the one it branched from: W1 checks it) */
+	if (sb((struct repl *)r)->gen_bitmap > GEN_EMPTY && WIT_HISTORY > 0)
 		m->history[WIT_HISTORY - 1] = sb((struct repl *)r)->gen_bitmap;
 	m->flags = flags;
 }
@@ -121,6 +117,7 @@ static void send_report(struct repl *r)
 	if (f & WIT_F_RELEASE) {
 		r->w_heard = false;
 		r->w_heard_min_seq = m.seq;
+		r->w_named = false; /* L2: the record may go to the peer at once */
 	}
 	if (!wit_client_send(r->wc, WIT_REPORT, &m))
 		return;
@@ -269,22 +266,31 @@ static void give_up_branch(struct repl *r, const char *primary)
 		vol_set_disk(r->v, VOL_OUTDATED);
 }
 
-static void deposed(struct repl *r, const char *primary)
+void quorum_yield(struct repl *r, const char *primary, const char *why)
 {
-	char why[160];
-
-	if (primary[0])
-		snprintf(why, sizeof(why), "the witness names %s primary", primary);
-	else
-		snprintf(why, sizeof(why),
-			 "the witness holds newer data, released by the last "
-			 "primary (W1)");
 	step_down(r, why);
 	give_up_branch(r, primary);
 	if (r->v->disk == VOL_UPTODATE || r->v->disk == VOL_CONSISTENT)
 		vol_set_disk(r->v, VOL_OUTDATED);
 	if (r->conn)
 		conn_abort(r->conn); /* a new handshake with the new facts */
+}
+
+static void deposed(struct repl *r, const char *primary)
+{
+	char why[160];
+
+	if (!strcmp(primary, r->cfg->nodes[r->self].name)) {
+		/* named, but without the data it was named with (W1) */
+		snprintf(why, sizeof(why), "the witness holds a newer generation than this node's");
+		primary = "";
+	} else if (primary[0])
+		snprintf(why, sizeof(why), "the witness names %s primary", primary);
+	else
+		snprintf(why, sizeof(why),
+			 "the witness holds newer data, released by the last "
+			 "primary (W1)");
+	quorum_yield(r, primary, why);
 }
 
 static void on_session(void *ctx, bool up)
@@ -294,6 +300,7 @@ static void on_session(void *ctx, bool up)
 	r->w_up = up;
 	r->w_rep_valid = false;
 	r->w_heard = false;
+	r->w_named = false; /* LE3 */
 	/* Q1: an acknowledgement counts only on the session that gave it. */
 	r->w_alone_seq = 0;
 	r->w_claim_seq = 0;
@@ -302,6 +309,49 @@ static void on_session(void *ctx, bool up)
 }
 
 static void admin_granted(struct repl *r);
+
+/* Q6: the witness granted a claim this node no longer makes (its peer came
+ * back, or its disk changed, while the claim waited at the witness). The
+ * record names this node now, and nobody else is granted while it holds
+ * its session: it promotes itself if it still may (its data is up to date,
+ * it is no sync target, its peer is no primary); a sync target takes it once
+ * its resync is done (N7: the named node claims); any other releases the
+ * record (W2), so that the record never names a node that will not serve. */
+static void granted_late(struct repl *r, uint64_t epoch)
+{
+	struct vol *v = r->v;
+	char msg[200] = "";
+	bool ok = (v->disk == VOL_UPTODATE || v->disk == VOL_CONSISTENT) &&
+		  r->rstate != RR_SYNCTARGET && !r->admin_down && !r->shutting_down &&
+		  !(peer_connected(r) && r->have_peer && r->peer.role == REPL_ROLE_PRIMARY);
+
+	if (ok) {
+		log_info("volume %s: the witness granted a claim withdrawn here (epoch %llu): "
+			 "promoting this node",
+			 v->name, (unsigned long long)epoch);
+		if (!promote_now(r, msg, sizeof(msg))) {
+			vol_event(v, "failover", "secondary", "primary", "\"by\":\"witness\"");
+			return;
+		}
+		log_err("volume %s: promotion failed: %s", v->name, msg);
+	}
+	if (r->rstate == RR_SYNCTARGET && v->disk == VOL_INCONSISTENT && !r->admin_down &&
+	    !r->shutting_down) {
+		/* its resync ends soon: then it claims as the named node (N7) */
+		log_info("volume %s: the witness granted a claim withdrawn here (epoch %llu): "
+			 "this node takes the volume once its resync is done",
+			 v->name, (unsigned long long)epoch);
+		snprintf(r->w_primary, sizeof(r->w_primary), "%s", r->cfg->nodes[r->self].name);
+		r->w_heard = true;
+		return;
+	}
+	log_info("volume %s: the witness granted a claim withdrawn here (epoch %llu); this "
+		 "node may not serve now: giving the record back",
+		 v->name, (unsigned long long)epoch);
+	r->w_release = true;
+	r->w_rep_valid = false;
+	quorum_kick(r);
+}
 
 static void on_verdict(void *ctx, uint16_t type, const struct wit_verdict *v)
 {
@@ -312,6 +362,10 @@ static void on_verdict(void *ctx, uint16_t type, const struct wit_verdict *v)
 		snprintf(r->w_primary, sizeof(r->w_primary), "%s", v->primary);
 		r->w_heard = true;
 	}
+	/* L2: the witness answers on this session with the record naming this
+	 * node: no other node is granted while this session lives */
+	if (v->seq <= r->w_seq && v->seq >= r->w_heard_min_seq)
+		r->w_named = v->result == WIT_R_OK && !strcmp(v->primary, self);
 	if (type == WIT_REPORT_ACK) {
 		uint64_t e = r->w_rep_ring[v->seq % 16];
 		uint32_t f = (e >> 8) == v->seq ? (uint32_t)(e & 0xff) : 0;
@@ -331,6 +385,8 @@ static void on_verdict(void *ctx, uint16_t type, const struct wit_verdict *v)
 			give_up_branch(r, v->primary);
 		if ((f & WIT_F_PRIMARY) && !(f & WIT_F_SYNCED) && v->seq > r->w_alone_seq)
 			r->w_alone_seq = v->seq;
+		if ((f & WIT_F_SYNCED) && v->seq == r->w_synced_seq)
+			r->w_synced_acked = v->seq; /* wait-sync waits for this (N2) */
 		if (r->v->role == VOL_PRIMARY && alone_ok(r) && r->nheld) {
 			log_info("volume %s: the witness knows this node writes alone: %u held "
 				 "write(s) complete",
@@ -341,8 +397,15 @@ static void on_verdict(void *ctx, uint16_t type, const struct wit_verdict *v)
 		return;
 	}
 	/* CLAIM_REPLY */
-	if (!r->w_claim_seq || v->seq != r->w_claim_seq)
-		return; /* Q4: not the claim in flight */
+	if (!r->w_claim_seq || v->seq != r->w_claim_seq) {
+		/* Q4: not the claim in flight. A grant of one withdrawn here
+		 * (its peer came back meanwhile) still made the record name
+		 * this node: it serves, or it gives the record back (Q6). */
+		if (v->result == WIT_R_OK && !strcmp(v->primary, self) &&
+		    r->v->role == VOL_SECONDARY && v->seq <= r->w_seq)
+			granted_late(r, v->epoch);
+		return;
+	}
 	r->w_claim_seq = 0;
 	if (v->result == WIT_R_OK) {
 		enum claim_why why = r->w_claim_want;
@@ -355,8 +418,10 @@ static void on_verdict(void *ctx, uint16_t type, const struct wit_verdict *v)
 			admin_granted(r);
 			return;
 		}
-		if (!may_claim(r))
-			return; /* Q4 */
+		if (!may_claim(r)) {
+			granted_late(r, v->epoch); /* Q4, Q6 */
+			return;
+		}
 		log_info("volume %s: the witness agrees (epoch %llu): promoting this node",
 			 r->v->name, (unsigned long long)v->epoch);
 		if (promote_now(r, msg, sizeof(msg)))
@@ -445,6 +510,7 @@ static void quorum_tick(struct ev_timer *t)
 		vol_complete(io, -EIO);
 	}
 	quorum_kick(r);
+	lease_tick(r);
 	ev_timer_arm(r->ev, &r->q_timer, QTICK_NS);
 }
 

@@ -56,6 +56,7 @@ void repl_set_rstate(struct repl *r, enum repl_rep_state s)
 		 repl_rep_name(r->rstate), repl_rep_name(s));
 	vol_event(r->v, "replication", repl_rep_name(r->rstate), repl_rep_name(s), NULL);
 	r->rstate = s;
+	quorum_kick(r); /* N2: the witness hears of it at once, not at the next tick */
 }
 
 /* repl.h: connection standalone|connecting|connected. */

@@ -239,9 +239,15 @@ static void lu_refresh(struct lu *lu)
 	struct scsi_lu *d = &lu->desc;
 	uint8_t before[2] = { d->tpg[0].access, d->tpg[1].access };
 
+	bool lease = vol_lease_ok(v);
+
 	d->ready = v->role == VOL_PRIMARY && !v->demoting && v->disk != VOL_FAILED &&
-		   v->disk != VOL_DISKLESS;
-	d->tpg[0].access = d->ready ? SCSI_ALUA_OPTIMIZED : SCSI_ALUA_STANDBY;
+		   v->disk != VOL_DISKLESS && lease;
+	/* a primary without its lease is in transition: to serving again, or
+	 * to standby once it steps down (L5) */
+	d->tpg[0].access = d->ready                           ? SCSI_ALUA_OPTIMIZED
+			   : v->role == VOL_PRIMARY && !lease ? SCSI_ALUA_TRANSITIONING
+							      : SCSI_ALUA_STANDBY;
 	if (d->ntpg > 1) {
 		int peer = vol_peer_role(v);
 		/* unreachable: unavailable to a primary (it is in charge); a

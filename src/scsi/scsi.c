@@ -118,6 +118,14 @@ void scsi_miscompare(struct scsi_req *out, uint32_t offset)
 	put32(out->sense + 3, offset);
 }
 
+/* Why the unit is not ready: its port in standby, or (a primary that lost
+ * its lease) in transition. */
+static uint16_t not_ready_asc(const struct scsi_lu *lu)
+{
+	return lu->tpg[0].access == SCSI_ALUA_TRANSITIONING ? SCSI_ASC_NOT_READY_TRANSITION
+							    : SCSI_ASC_NOT_READY_STANDBY;
+}
+
 void scsi_error(struct scsi_req *out, int err)
 {
 	bool rd = out->kind == SCSI_IO && out->op == BS_READ;
@@ -130,6 +138,9 @@ void scsi_error(struct scsi_req *out, int err)
 	case -ENOTCONN:
 	case -EPERM:
 		check(out, SCSI_KEY_NOT_READY, SCSI_ASC_NOT_READY_STANDBY);
+		return;
+	case -ESTALE: /* the primary's lease ran out: the initiator retries */
+		check(out, SCSI_KEY_NOT_READY, SCSI_ASC_NOT_READY_TRANSITION);
 		return;
 	case -EIO:
 	case -EUCLEAN:
@@ -635,7 +646,7 @@ static void spc_request_sense(const struct scsi_lu *lu, const uint8_t *cdb, uint
 	if (!lu)
 		sense_fixed(out->data, SCSI_KEY_ILLEGAL_REQUEST, SCSI_ASC_LUN_NOT_SUPPORTED, 0);
 	else if (!lu->ready)
-		sense_fixed(out->data, SCSI_KEY_NOT_READY, SCSI_ASC_NOT_READY_STANDBY, 0);
+		sense_fixed(out->data, SCSI_KEY_NOT_READY, not_ready_asc(lu), 0);
 	else
 		sense_fixed(out->data, SCSI_KEY_NO_SENSE, SCSI_ASC_NONE, 0);
 	data_in(out, SCSI_SENSE_FIXED_LEN, cdb[4]);
@@ -1316,7 +1327,7 @@ static const struct cmd *lookup(const struct scsi_lu *lu, const uint8_t *cdb, ui
 		return NULL;
 	}
 	if (!(c->flags & CMD_STANDBY) && !lu->ready) {
-		check(out, SCSI_KEY_NOT_READY, SCSI_ASC_NOT_READY_STANDBY);
+		check(out, SCSI_KEY_NOT_READY, not_ready_asc(lu));
 		return NULL;
 	}
 	if ((c->flags & CMD_WRITE) && lu->swp) {

@@ -166,6 +166,7 @@
 #define SCSI_ASC_NONE 0x0000
 #define SCSI_ASC_LU_COMM_FAILURE 0x0800      /* logical unit communication failure */
 #define SCSI_ASC_NOT_READY_STANDBY 0x040b    /* LU not accessible, port in standby */
+#define SCSI_ASC_NOT_READY_TRANSITION 0x040a /* ... asymmetric access state transition */
 #define SCSI_ASC_WRITE_ERROR 0x0c00
 #define SCSI_ASC_READ_ERROR 0x1100           /* unrecovered read error */
 #define SCSI_ASC_PARAM_LIST_LENGTH 0x1a00    /* parameter list length error */
@@ -250,6 +251,7 @@
 #define SCSI_ALUA_OPTIMIZED 0x0   /* the primary's port group */
 #define SCSI_ALUA_STANDBY 0x2     /* the secondary's */
 #define SCSI_ALUA_UNAVAILABLE 0x3 /* the peer's, to a primary that cannot reach it */
+#define SCSI_ALUA_TRANSITIONING 0xf /* a primary without its lease (L5): retry */
 /* the peer's, to a secondary that cannot reach it: not reported */
 #define SCSI_ALUA_UNKNOWN 0xff
 
@@ -348,9 +350,8 @@ void scsi_exec(const struct scsi_lu *lu, const uint8_t *cdb, uint32_t cdb_len,
  * check of scsi_exec() applies. UNMAP: the UNMAP DATA LENGTH field is not
  * checked, the descriptors the BLOCK DESCRIPTOR DATA LENGTH announces must all
  * be present and in range (all or none run); zero-length ones are dropped. */
-int scsi_params(const struct scsi_lu *lu, const uint8_t *cdb, uint32_t cdb_len,
-		const uint8_t *data, uint32_t len, struct scsi_extent *ext, unsigned max,
-		struct scsi_req *out);
+int scsi_params(const struct scsi_lu *lu, const uint8_t *cdb, uint32_t cdb_len, const uint8_t *data,
+		uint32_t len, struct scsi_extent *ext, unsigned max, struct scsi_req *out);
 
 /* SET TARGET PORT GROUPS: checks the parameter list data[0..len) of cdb
  * against lu->tpg. Returns the id of the group that is to become

@@ -47,8 +47,7 @@ int vol_md_write(struct vol *v)
 	return r;
 }
 
-void vol_event(struct vol *v, const char *what, const char *from, const char *to,
-	       const char *extra)
+void vol_event(struct vol *v, const char *what, const char *from, const char *to, const char *extra)
 {
 	char buf[512];
 
@@ -278,6 +277,11 @@ int vol_meta_store(struct vol *v, const uint8_t *buf, size_t len)
 	return 0;
 }
 
+bool vol_lease_ok(const struct vol *v)
+{
+	return !v->repl_ops || !v->repl_ops->lease_ok || v->repl_ops->lease_ok(v->repl_ctx);
+}
+
 int vol_peer_role(const struct vol *v)
 {
 	return v->repl_ops ? v->repl_ops->peer_role(v->repl_ctx) : -1;
@@ -301,6 +305,8 @@ int vol_meta_set(struct vol *v, const uint8_t *buf, size_t len)
 	return r;
 }
 
+static void reads_wake(struct vol *v);
+
 void vol_complete(struct vol_io *io, int res)
 {
 	struct vol *v = io->vol;
@@ -311,6 +317,8 @@ void vol_complete(struct vol_io *io, int res)
 		io->tracked = false;
 		if (!list_empty(&v->locks))
 			locks_grant(v);
+		if (!list_empty(&v->read_wait))
+			reads_wake(v); /* V6: the outcome is known now */
 	}
 	if (res == -EIO)
 		v->stats.errors++;
@@ -367,6 +375,97 @@ static void zero_fallback_next(struct vol_io *io)
 	io->bio.len = MIN(left, (uint64_t)v->zero_len);
 	io->bio.buf = v->zero_buf;
 	bs_submit(v->bs, &io->bio);
+}
+
+/* V6: a write, trim or zero in flight overlaps the read. */
+static bool read_blocked(const struct vol *v, const struct vol_io *io)
+{
+	struct list *pos;
+
+	for (pos = v->writes.next; pos != &v->writes; pos = pos->next) {
+		const struct vol_io *w = container_of(pos, struct vol_io, vlink);
+		if (overlaps(w->off, w->len, io->off, io->len))
+			return true;
+	}
+	return false;
+}
+
+static void reads_wake(struct vol *v)
+{
+	struct list go, *pos, *tmp;
+
+	list_init(&go);
+	list_for_each_safe (pos, tmp, &v->read_wait) {
+		struct vol_io *io = container_of(pos, struct vol_io, vlink);
+		if (!read_blocked(v, io)) {
+			list_del(&io->vlink);
+			list_add_tail(&go, &io->vlink);
+		}
+	}
+	list_for_each_safe (pos, tmp, &go) {
+		struct vol_io *io = container_of(pos, struct vol_io, vlink);
+		list_del(&io->vlink);
+		v->inflight--; /* submit counts it again */
+		submit(v, io, 0);
+	}
+}
+
+#define LEASE_POLL_NS (10ull * 1000000ull)
+
+/* V5: io waits for the lease (counted in v->inflight meanwhile). */
+static void lease_park(struct vol *v, struct vol_io *io)
+{
+	if (!io->lease_t0)
+		io->lease_t0 = now_ns() | 1;
+	list_add_tail(&v->lease_wait, &io->vlink);
+	if (!v->lease_timer.armed)
+		ev_timer_arm(v->ev, &v->lease_timer, LEASE_POLL_NS);
+}
+
+static void fail_async(struct vol *v, struct vol_io *io, int err);
+
+/* V5: requests waiting for the lease go on once it is back (or the role
+ * went: submit refuses them), or fail once they waited too long. */
+static void lease_poll(struct ev_timer *t)
+{
+	struct vol *v = container_of(t, struct vol, lease_timer);
+	bool ok = vol_lease_ok(v) || v->role != VOL_PRIMARY || v->demoting;
+	uint64_t now = now_ns();
+	struct list go, *pos, *tmp;
+
+	list_init(&go);
+	list_for_each_safe (pos, tmp, &v->lease_wait) {
+		struct vol_io *io = container_of(pos, struct vol_io, vlink);
+		if (ok || now - io->lease_t0 >= VOL_LEASE_WAIT_NS) {
+			list_del(&io->vlink);
+			list_add_tail(&go, &io->vlink);
+		}
+	}
+	list_for_each_safe (pos, tmp, &go) {
+		struct vol_io *io = container_of(pos, struct vol_io, vlink);
+		list_del(&io->vlink);
+		if (ok) {
+			v->inflight--; /* submit counts it again */
+			submit(v, io, 0);
+		} else {
+			io->lease_t0 = 0;
+			fail_async(v, io, -ESTALE);
+		}
+	}
+	if (!list_empty(&v->lease_wait))
+		ev_timer_arm(v->ev, &v->lease_timer, LEASE_POLL_NS);
+}
+
+/* V5: a read's data counts only if the lease held when it came back. */
+static void read_done(struct vol_io *io, int res)
+{
+	struct vol *v = io->vol;
+
+	if (res == 0 && v->role == VOL_PRIMARY && !vol_lease_ok(v)) {
+		lease_park(v, io); /* read again once the lease is back */
+		return;
+	}
+	vol_complete(io, res);
 }
 
 static void refused_done(struct bs_io *bio, int res)
@@ -443,6 +542,7 @@ static bool split_submit(struct vol *v, struct vol_io *io)
 
 void vol_submit(struct vol *v, struct vol_io *io)
 {
+	io->lease_t0 = 0;
 	if (v->repl_ops && (io->type == BS_TRIM || io->type == BS_ZERO) && io->len > SPLIT_MAX &&
 	    split_submit(v, io))
 		return;
@@ -467,6 +567,15 @@ static void submit(struct vol *v, struct vol_io *io, uint64_t again)
 		fail_async(v, io, -EINVAL);
 		return;
 	}
+	if (!vol_lease_ok(v)) { /* V5 */
+		lease_park(v, io);
+		return;
+	}
+	io->lease_t0 = 0;
+	if (io->type == BS_READ && read_blocked(v, io)) { /* V6 */
+		list_add_tail(&v->read_wait, &io->vlink);
+		return;
+	}
 	if (modifies(io)) { /* always tracked: a lock must see every write in flight */
 		io->tracked = true;
 		/* a write parked before keeps its ticket; a new one is the newest */
@@ -480,8 +589,14 @@ static void submit(struct vol *v, struct vol_io *io, uint64_t again)
 		list_add_tail(&v->writes, &io->vlink);
 	}
 	switch (io->type) {
-	case BS_READ: v->stats.reads++; v->stats.read_bytes += io->len; break;
-	case BS_WRITE: v->stats.writes++; v->stats.write_bytes += io->len; break;
+	case BS_READ:
+		v->stats.reads++;
+		v->stats.read_bytes += io->len;
+		break;
+	case BS_WRITE:
+		v->stats.writes++;
+		v->stats.write_bytes += io->len;
+		break;
 	case BS_FLUSH: v->stats.flushes++; break;
 	case BS_TRIM: v->stats.trims++; break;
 	case BS_ZERO: v->stats.zeroes++; break;
@@ -491,7 +606,7 @@ static void submit(struct vol *v, struct vol_io *io, uint64_t again)
 		v->repl_ops->submit(v->repl_ctx, io);
 		return;
 	}
-	vol_local(v, io, vol_complete);
+	vol_local(v, io, io->type == BS_READ ? read_done : vol_complete);
 }
 
 void vol_local(struct vol *v, struct vol_io *io, void (*done)(struct vol_io *io, int res))
@@ -512,8 +627,8 @@ void vol_local(struct vol *v, struct vol_io *io, void (*done)(struct vol_io *io,
 	bs_submit(v->bs, &io->bio);
 }
 
-int vol_block_status(struct vol *v, uint64_t off, uint64_t len, struct bs_extent *ext,
-		     unsigned max, unsigned *n)
+int vol_block_status(struct vol *v, uint64_t off, uint64_t len, struct bs_extent *ext, unsigned max,
+		     unsigned *n)
 {
 	if (off > v->size || len > v->size - off || len == 0)
 		return -EINVAL;
@@ -542,6 +657,9 @@ int vol_open(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned ni
 	list_init(&v->locks);
 	list_init(&v->writes);
 	list_init(&v->parked);
+	list_init(&v->read_wait);
+	list_init(&v->lease_wait);
+	v->lease_timer.fn = lease_poll;
 
 	if (cv->disk[ni][0])
 		snprintf(dpath, sizeof(dpath), "%s", cv->disk[ni]);
@@ -566,6 +684,13 @@ int vol_open(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned ni
 			init.flags = 0;
 		} else if (!fresh) {
 			init.gen_current = md_new_gen();
+		} else {
+			/* Data, not names, decides (guarantee 8): a new disk
+			 * holds zeros, which is the volume's data only if no
+			 * node ever wrote it. It is inconsistent until a
+			 * handshake shows its peer is as new (both empty: the
+			 * same zeros) or a full sync fills it. */
+			init.flags = 0;
 		}
 		init.bm_offset = TANDEM_MD_BITMAP_OFFSET;
 		init.bm_granularity = (uint32_t)cv->bitmap_granularity;
@@ -578,8 +703,9 @@ int vol_open(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned ni
 	r = md_open(path, &init, &v->md);
 	if (r) {
 		snprintf(err, errlen, "volume %s: metadata %s: %s", cv->name, path,
-			 r == -EUCLEAN ? "not a Tandem metadata file (refusing to overwrite)" :
-			 r == -EPROTONOSUPPORT ? "written by a newer Tandem" : strerror(-r));
+			 r == -EUCLEAN ? "not a Tandem metadata file (refusing to overwrite)"
+			 : r == -EPROTONOSUPPORT ? "written by a newer Tandem"
+						 : strerror(-r));
 		goto fail;
 	}
 	if (strcmp(v->md->sb.volume, cv->name) || strcmp(v->md->sb.cluster, cfg->cluster)) {
@@ -605,14 +731,16 @@ int vol_open(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned ni
 		snprintf(err, errlen,
 			 "volume %s: configured size %llu differs from the created size %llu "
 			 "(resizing is not supported)",
-			 cv->name, (unsigned long long)cv->size, (unsigned long long)v->md->sb.size);
+			 cv->name, (unsigned long long)cv->size,
+			 (unsigned long long)v->md->sb.size);
 		r = -EINVAL;
 		goto fail;
 	}
 	snprintf(path, sizeof(path), "%s", dpath);
 	r = bs_open_spec(ev, path, cv->size, cv->cache == CFG_CACHE_NONE, &v->bs);
 	if (r) {
-		snprintf(err, errlen, "volume %s: backing store %s: %s", cv->name, path, strerror(-r));
+		snprintf(err, errlen, "volume %s: backing store %s: %s", cv->name, path,
+			 strerror(-r));
 		goto fail;
 	}
 	v->min_block = v->bs->align;
@@ -642,14 +770,11 @@ int vol_open(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned ni
 		set_disk(v, d, true);
 	}
 	/* A single-node volume is always primary on its node. A replicated one
-	 * starts primary only when just created on its first node: after a
-	 * restart the peer may have been promoted meanwhile, so an operator (or
-	 * the witness) decides. */
-	if (cv->nnodes == 1)
-		set_role(v, VOL_PRIMARY, true);
-	else
-		set_role(v, (v->md->created && cv->nodes[0] == ni) ? VOL_PRIMARY : VOL_SECONDARY,
-			 true);
+	 * always starts secondary: after a restart the peer may have been
+	 * promoted meanwhile, and a new disk may replace one that held data;
+	 * the data decides (the handshake of a new pair, an operator or the
+	 * witness: repl_hs.c, WITNESS.md N7). */
+	set_role(v, cv->nnodes == 1 ? VOL_PRIMARY : VOL_SECONDARY, true);
 	/* Remembered before this open clears it: a primary that crashed. */
 	v->crashed = !(v->md->sb.flags & TANDEM_MD_F_CLEAN) && !v->md->created;
 	v->crashed_primary = v->crashed && (v->md->sb.flags & TANDEM_MD_F_PRIMARY);
@@ -685,6 +810,7 @@ void vol_close(struct vol *v)
 {
 	if (!v)
 		return;
+	ev_timer_cancel(v->ev, &v->lease_timer);
 	if (v->bs && v->bs->ops->sync(v->bs) < 0) {
 		log_warn("volume %s: final flush failed", v->name);
 		vol_set_disk(v, VOL_FAILED);

@@ -12,7 +12,7 @@
  *                                    store error only; V4 keeps a disk whose
  *                                    metadata failed failed]
  *   role   (open) -> primary        [vol_open: single-node volume]
- *   role   (open) -> secondary      [vol_open: another node is first primary]
+ *   role   (open) -> secondary      [vol_open: a replicated volume, always]
  *   role   secondary -> primary     [vol_set_role from repl_promote]
  *          primary -> secondary     [vol_set_role from repl_demote]
  * (repl.h has the disk transitions of a replicated volume: uptodate|
@@ -30,6 +30,15 @@
  *       overlapping ones; a lock waits for overlapping writes in flight.
  *       A parked write waits only for locks granted or requested before it
  *       (tickets), so a stream of locks cannot starve it, nor it them.
+ *   V5. (No stale read, L3) A request is served only while the primary
+ *       holds its lease: one submitted without it waits (lease_wait) until
+ *       the lease is back, or fails with -ESTALE after VOL_LEASE_WAIT_NS;
+ *       a read whose data came back after the lease ran out is not
+ *       answered with it but waits and is read again.
+ *   V6. (No dirty read) A read that overlaps a write, trim or zero in
+ *       flight (written locally perhaps, not yet acknowledged or failed:
+ *       held for quorum or for the peer) waits for its outcome
+ *       (read_wait), so a read never returns data that is later taken back.
  *   V4. A superblock write that fails fails the disk for good (vol_local
  *       refuses I/O to a failed disk). After any metadata write failed
  *       (superblock or change bitmap; a bitmap write that fails also fails
@@ -68,6 +77,9 @@ struct vol_repl_ops {
 	 * primary (ALUA's SET TARGET PORT GROUPS): 0 done, -EAGAIN under way
 	 * (ask again), -errno with msg saying why. */
 	int (*switchover)(void *ctx, bool to_self, char *msg, size_t len);
+	/* Whether this primary holds its lease now (docs/WITNESS.md L1-L6),
+	 * on a fresh clock: true where no lease applies (no witness). */
+	bool (*lease_ok)(void *ctx);
 };
 
 enum vol_role { VOL_SECONDARY = 0, VOL_PRIMARY };
@@ -137,6 +149,9 @@ struct vol {
 	struct list locks;    /* struct vol_lock: granted and waiting (V3) */
 	struct list writes;   /* modifying vol_io in flight (write, trim, zero) */
 	struct list parked;   /* vol_io waiting for a lock to go */
+	struct list read_wait;  /* reads waiting for overlapping writes (V6) */
+	struct list lease_wait; /* requests waiting for the lease (V5) */
+	struct ev_timer lease_timer;
 	uint64_t ticket;      /* last ticket handed to a lock or a parked write */
 	bool crashed;         /* did not shut down cleanly last time */
 	bool crashed_primary; /* ... and was primary then */
@@ -179,6 +194,7 @@ struct vol_io {
 	struct list vlink;
 	uint64_t ticket;
 	bool tracked;
+	uint64_t lease_t0; /* V5: when it began to wait for the lease; 0 not */
 	struct vol_rep rep;
 };
 
@@ -214,6 +230,11 @@ void vol_set_disk(struct vol *v, enum vol_disk d);
  * "connection", "replication", ...); extra is more JSON members or NULL. */
 void vol_event(struct vol *v, const char *what, const char *from, const char *to,
 	       const char *extra);
+/* How long a request waits for a lost lease before it fails with -ESTALE
+ * (a retryable error: NBD_ESHUTDOWN, SCSI NOT READY 04/0A). */
+#define VOL_LEASE_WAIT_NS (1000ull * 1000000ull)
+/* The primary holds its lease (true for a volume with no lease rule). */
+bool vol_lease_ok(const struct vol *v);
 /* The peer's role (enum vol_role) or -1: unknown, not connected, or not replicated. */
 int vol_peer_role(const struct vol *v);
 /* A planned switchover that makes this node (to_self) or the peer primary
@@ -223,7 +244,7 @@ int vol_switchover(struct vol *v, bool to_self, char *msg, size_t len);
 /* Persists the superblock (synchronous; rare events only). Logs failures. */
 int vol_md_write(struct vol *v);
 /* Allocation map (synchronous, cheap). */
-int vol_block_status(struct vol *v, uint64_t off, uint64_t len, struct bs_extent *ext,
-		     unsigned max, unsigned *n);
+int vol_block_status(struct vol *v, uint64_t off, uint64_t len, struct bs_extent *ext, unsigned max,
+		     unsigned *n);
 
 #endif

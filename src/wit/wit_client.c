@@ -48,6 +48,11 @@ struct wit_client {
 	struct ev_timer retry, tick;
 	unsigned backoff_ms;
 	uint64_t timeout_ns, last_rx_ns, cookie;
+	/* Lease anchors (docs/WITNESS.md L2): when each PING was sent (clock
+	 * CLOCK_BOOTTIME), by cookie; the newest anchor answered by a PONG on
+	 * this session (0 none). */
+	uint64_t ping_ck[8], ping_at[8];
+	uint64_t anchor;
 	struct wconn *c;
 	unsigned nconns; /* connections not yet released */
 	struct wvol vols[MAX_VOLS];
@@ -112,6 +117,7 @@ static void session_lost(struct wit_client *wc, const char *why)
 		return;
 	wc->c = NULL;
 	c->wc = NULL;
+	wc->anchor = 0; /* L2: an answer counts only on the session that gave it */
 	if (!c->dead) {
 		c->dead = true;
 		net_abort(&c->peer.net);
@@ -186,7 +192,12 @@ static void handle(struct wconn *c, const uint8_t *body)
 	case WC_UP: break;
 	}
 	switch (m->type) {
-	case WIT_PONG: return;
+	case WIT_PONG: {
+		unsigned k = (unsigned)(m->u.ping.cookie % 8);
+		if (wc->ping_ck[k] == m->u.ping.cookie && wc->ping_at[k] > wc->anchor)
+			wc->anchor = wc->ping_at[k];
+		return;
+	}
 	case WIT_REPORT_ACK:
 	case WIT_CLAIM_REPLY:
 		for (unsigned i = 0; i < wc->nvols; i++)
@@ -305,11 +316,20 @@ static void schedule_dial(struct wit_client *wc)
 	wc->backoff_ms = MIN(wc->backoff_ms * 2, RETRY_MAX_MS);
 }
 
+static void send_ping(struct wit_client *wc)
+{
+	uint8_t buf[WIT_ENC_MAX];
+	uint64_t ck = ++wc->cookie;
+
+	wc->ping_ck[ck % 8] = ck;
+	wc->ping_at[ck % 8] = now_boot_ns(); /* L2: anchored when sent */
+	send_raw(wc->c, buf, wit_enc_ping(buf, WIT_PING, ck));
+}
+
 static void tick(struct ev_timer *t)
 {
 	struct wit_client *wc = container_of(t, struct wit_client, tick);
 	uint64_t now = ev_now(wc->ev);
-	uint8_t buf[WIT_ENC_MAX];
 
 	if (wc->shutting_down)
 		return;
@@ -317,7 +337,7 @@ static void tick(struct ev_timer *t)
 		if (now - wc->last_rx_ns >= wc->timeout_ns)
 			session_lost(wc, "the witness is silent");
 		else if (wc->c->cst == WC_UP)
-			send_raw(wc->c, buf, wit_enc_ping(buf, WIT_PING, ++wc->cookie));
+			send_ping(wc);
 	}
 	ev_timer_arm(wc->ev, &wc->tick, wc->timeout_ns / 4);
 }
@@ -366,6 +386,17 @@ void wit_client_start(struct wit_client *wc)
 bool wit_client_up(const struct wit_client *wc)
 {
 	return wc && wc->up;
+}
+
+uint64_t wit_client_anchor(const struct wit_client *wc)
+{
+	return wc && wc->up ? wc->anchor : 0;
+}
+
+void wit_client_ping(struct wit_client *wc)
+{
+	if (wc && wc->up && wc->c)
+		send_ping(wc);
 }
 
 bool wit_client_send(struct wit_client *wc, uint16_t type, const struct wit_vol_msg *m)

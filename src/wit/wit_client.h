@@ -40,6 +40,11 @@ bool wit_client_up(const struct wit_client *wc);
 /* Sends REPORT or CLAIM for a volume now: false when the session is not up
  * (nothing is queued). */
 bool wit_client_send(struct wit_client *wc, uint16_t type, const struct wit_vol_msg *m);
+/* The lease anchor (docs/WITNESS.md L2): when the newest PING answered on
+ * this session was sent (CLOCK_BOOTTIME ns), 0 none or no session. */
+uint64_t wit_client_anchor(const struct wit_client *wc);
+/* A PING now (a fresh anchor one round trip later). */
+void wit_client_ping(struct wit_client *wc);
 void wit_client_shutdown(struct wit_client *wc);
 /* After shutdown: no connection or dial is left (then it may be freed). */
 bool wit_client_idle(const struct wit_client *wc);

@@ -21,7 +21,9 @@ static void set_name(char dst[WIT_NAME_LEN], const char *src)
 
 static bool holds_gen(const struct wit_vol_msg *m, uint64_t g)
 {
-	if (m->gen == g)
+	/* "empty" (a pair created empty, never written): nothing to hold; its
+	 * primary leaves it for a generation of its own at once (gen_rotate) */
+	if (m->gen == g || g <= TANDEM_MD_GEN_EMPTY)
 		return true;
 	for (unsigned i = 0; i < WIT_HISTORY; i++)
 		if (g > TANDEM_MD_GEN_EMPTY && m->history[i] == g)
@@ -38,6 +40,11 @@ uint32_t wit_rec_report(struct wit_rec *r, const char *node, const struct wit_vo
 	if (m->flags & WIT_F_PRIMARY) {
 		if (r->primary[0] && strcmp(r->primary, node))
 			return WIT_R_DEPOSED; /* W1: another node holds the record */
+		/* W1 (data, not names): the named node too must hold the data
+		 * it was recorded with: a node whose disk was replaced or
+		 * wiped, with the same name, does not. */
+		if (r->primary[0] && !holds_gen(m, r->gen))
+			return WIT_R_DEPOSED;
 		/* W1: a free record that named a primary before takes only a
 		 * node that holds what that primary released (W2); any other is a
 		 * primary from before a failover that never stepped down. */
@@ -75,8 +82,14 @@ enum wit_claim_outcome wit_rec_claim(const struct wit_rec *r, const char *node,
 	bool force = (m->flags & WIT_F_FORCE) != 0;
 
 	*reason = WIT_NONE;
-	if (r->primary[0] && !strcmp(r->primary, node))
-		return WIT_GRANT; /* it is the recorded primary already */
+	if (r->primary[0] && !strcmp(r->primary, node)) {
+		/* it is the recorded primary already, if it still holds the
+		 * data it was recorded with (W3: data, not names) */
+		if (force || holds_gen(m, r->gen))
+			return WIT_GRANT;
+		*reason = WIT_OLDER_DATA;
+		return WIT_DENY;
+	}
 	if (!force) {
 		if (!r->primary[0] && r->epoch == 0) {
 			/* nothing known: never by itself (the state file may

@@ -218,12 +218,16 @@ static void on_report(struct wsess *s, const struct wit_vol_msg *m)
 	/* W1: deposed by another primary, or (no primary named) by the data
 	 * the last one released */
 	answer(s, WIT_REPORT_ACK, r, m->seq, res,
-	       res == WIT_R_DEPOSED && !r->primary[0] ? WIT_OLDER_DATA : WIT_NONE);
+	       res == WIT_R_DEPOSED && (!r->primary[0] || !strcmp(r->primary, s->name))
+		       ? WIT_OLDER_DATA
+		       : WIT_NONE);
 	if (res == WIT_R_DEPOSED)
 		log_warn("witness: %s/%s: %s reports primary, but %s: deposed", s->cl->cfg->cluster,
 			 r->volume, s->name,
-			 r->primary[0] ? "another node holds the record"
-				       : "it lacks the data the last primary released");
+			 !r->primary[0] ? "it lacks the data the last primary released"
+			 : strcmp(r->primary, s->name)
+				 ? "another node holds the record"
+				 : "it lacks the generation it was recorded with");
 }
 
 /* Decides one pending claim: true when it was answered. */

@@ -102,6 +102,10 @@ start a
 start b "$T/c-wrong.ini"
 never_connected 5 "wrong secret"
 refused_by 'authenticat' 'authenticat' "wrong secret"
+# A new disk is not made primary until its peer is seen to be as new (I2):
+# with the peer unreachable, the operator starts the new cluster by hand.
+[ "$(jfield a "v['role']")" = secondary ] || fail "a new node without its peer became primary"
+ctl_on a primary vol0 --force >/dev/null || fail "primary --force on a failed"
 HB=$(h b)
 put a 0 $((4 * M)) "$T/expect.img"
 put a $((20 * M)) $((2 * M)) "$T/expect.img"

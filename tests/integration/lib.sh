@@ -111,6 +111,10 @@ _cleanup()
 		tail -n 40 "$T/a.log" >&2
 	fi
 	_release_ports
+	# TANDEM_KEEP=DIR: a failed test's files (logs, configs) are kept there
+	if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ] && [ -n "${TANDEM_KEEP:-}" ]; then
+		mkdir -p "$TANDEM_KEEP" && cp -r "$T" "$TANDEM_KEEP/$TEST_NAME" 2>/dev/null
+	fi
 	rm -rf "$T"
 	exit "$rc"
 }

@@ -665,7 +665,7 @@ static void test_witness_keys(void **state)
 	(void)state;
 
 	c = parse_ok(HEAD VOL);
-	assert_int_equal(c->witness_timeout_ms, 3000);
+	assert_int_equal(c->witness_timeout_ms, 2000);
 	assert_int_equal(c->quorum_timeout_ms, 30000);
 	assert_string_equal(c->witness_dir, "/var/lib/tandem");
 	assert_false(c->volumes[0].failover_manual);

@@ -103,6 +103,14 @@ static void pair_open(struct pair *p)
 		n->ix = i;
 		if (vol_open(p->ev, p->cfg, 0, i, &n->v, err, sizeof(err)))
 			fail_msg("vol_open: %s", err);
+		/* A new disk starts secondary and inconsistent (I1); these tests
+		 * start from a pair that was in sync, a primary. */
+		vol_set_disk(n->v, VOL_UPTODATE);
+		if (i == NA) {
+			vol_set_role(n->v, VOL_PRIMARY);
+			n->v->md->sb.flags |= TANDEM_MD_F_PRIMARY;
+			assert_int_equal(vol_md_write(n->v), 0);
+		}
 		n->v->event_fn = event_cb;
 		n->v->event_ctx = n;
 	}

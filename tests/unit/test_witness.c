@@ -105,9 +105,20 @@ static void test_claim_rules(void **st)
 	c = vmsg(WIT_F_ADMIN, 0x100);
 	assert_int_equal(wit_rec_claim(&r, "b", &c, false, false, &reason), WIT_DENY);
 	assert_int_equal(reason, WIT_NOT_SYNCED);
-	/* the recorded primary's own claim is granted at once */
-	c = vmsg(0, 0x1);
+	/* the recorded primary's own claim is granted at once, if it holds
+	 * the data it was recorded with ... */
+	c = vmsg(0, 0x100);
 	assert_int_equal(wit_rec_claim(&r, "a", &c, false, true, &reason), WIT_GRANT);
+	/* ... not when its disk was wiped (a new disk, the same name) */
+	c = vmsg(0, 0x1);
+	assert_int_equal(wit_rec_claim(&r, "a", &c, false, true, &reason), WIT_DENY);
+	assert_int_equal(reason, WIT_OLDER_DATA);
+	/* nor may it report itself primary then (W1: data, not names) */
+	rep = vmsg(WIT_F_PRIMARY, 0x1);
+	assert_int_equal(wit_rec_report(&r, "a", &rep, &changed), WIT_R_DEPOSED);
+	assert_false(changed);
+	assert_string_equal(r.primary, "a");
+	assert_int_equal(r.gen, 0x100);
 	/* W2: a's release (it wrote alone, at 0x400) leaves gen 0x400; only a
 	 * node holding it may take the volume, by hand */
 	rep = vmsg(WIT_F_RELEASE, 0x400);

@@ -1,0 +1,97 @@
+/* The lease of a primary (docs/WITNESS.md, rules L1-L6): a primary serves
+ * reads and writes only while an answer from its peer or from the witness
+ * says that no other node can have been made primary. Each answer renews
+ * the lease from the moment its request was SENT, for lease_dur_ns, on
+ * CLOCK_BOOTTIME (it keeps running while the machine is suspended).
+ *
+ * Sources (L2):
+ *   peer:    a PONG on the connection in use, past its handshake, from a
+ *            peer whose last STATE said secondary. That peer declares this
+ *            node lost only after peer-timeout of silence (or at once when
+ *            the connection closes: then this end closed too, or is gone),
+ *            and only then claims; the PING it answered was received, so
+ *            sent, before that silence began.
+ *   witness: a PONG on the session on which the witness named this node
+ *            primary (w_named). The witness grants the volume to another
+ *            node only once this node's session was silent for
+ *            witness-timeout (W3.2), after the PING it answered.
+ * L1: lease_dur_ns = 3/4 of the shorter of peer-timeout and witness-timeout:
+ * the other side waits at least 4/3 of the lease after the anchor, which
+ * covers clock rates differing by up to 14 %.
+ * Invariants:
+ *   LE1. lease_ok() reads the clock itself (never the loop's pass time): a
+ *        node resumed after a pause sees its lease gone before it serves.
+ *   LE2. Without a witness configured no lease applies (no automatic
+ *        failover: an operator decides who is primary).
+ *   LE3. An anchor counts only on the connection or session it came from. */
+#include "repl_int.h"
+
+#include "../common/log.h"
+
+void lease_init(struct repl *r)
+{
+	uint64_t t = MIN((uint64_t)r->cfg->peer_timeout_ms, (uint64_t)r->cfg->witness_timeout_ms);
+
+	r->lease_dur_ns = t * 1000000ull / 4 * 3;
+}
+
+bool peer_connected(const struct repl *r)
+{
+	return r->conn && r->conn->hs_stage == ST_RUN && conn_usable(r->conn);
+}
+
+void peer_ping(struct repl *r, struct rconn *c, uint64_t cookie)
+{
+	uint8_t b[32];
+
+	r->ping_ck[cookie % 8] = cookie;
+	r->ping_at[cookie % 8] = now_boot_ns();
+	send_small(c, b, repl_enc_ping(b, REPL_PING, cookie));
+}
+
+/* The peer answered a PING: the lease runs from when that was sent, if
+ * the peer is a secondary on the connection in use (L2, LE3). */
+void lease_pong(struct repl *r, struct rconn *c, uint64_t cookie)
+{
+	unsigned k = (unsigned)(cookie % 8);
+
+	if (c != r->conn || !peer_connected(r) || !r->have_peer ||
+	    r->peer.role == REPL_ROLE_PRIMARY || r->ping_ck[k] != cookie)
+		return;
+	if (r->ping_at[k] + r->lease_dur_ns > r->lease_peer_end)
+		r->lease_peer_end = r->ping_at[k] + r->lease_dur_ns;
+}
+
+bool lease_ok(const struct repl *r)
+{
+	uint64_t now, a;
+
+	if (!r->wc)
+		return true; /* LE2 */
+	now = now_boot_ns(); /* LE1 */
+	if (peer_connected(r) && r->have_peer && r->peer.role != REPL_ROLE_PRIMARY &&
+	    now < r->lease_peer_end)
+		return true;
+	a = wit_client_anchor(r->wc);
+	return r->w_up && r->w_named && a && now < a + r->lease_dur_ns;
+}
+
+void lease_tick(struct repl *r)
+{
+	bool held = r->v->role == VOL_PRIMARY && lease_ok(r);
+
+	if (r->v->role != VOL_PRIMARY) {
+		r->lease_shown = false;
+		return;
+	}
+	if (held == r->lease_shown)
+		return;
+	r->lease_shown = held;
+	vol_event(r->v, "lease", held ? "false" : "true", held ? "true" : "false", NULL);
+	if (held)
+		log_info("volume %s: lease held: serving", r->v->name);
+	else
+		log_warn("volume %s: lease lost (no answer from %s or the witness within %.1f s): "
+			 "not serving until it is back",
+			 r->v->name, peer_name(r), (double)r->lease_dur_ns / 1e9);
+}
