@@ -77,7 +77,7 @@ start() {
 	echo "bench: $1 did not start" >&2
 	exit 1
 }
-"$BIN/tandem-witness" -c "$W/c.ini" -f >>"$W/w.log" 2>&1 &
+"$BIN/tandem-witness" -c "$W/c.ini" --init fo -f >>"$W/w.log" 2>&1 & # a new cluster
 WPID=$!
 start a
 start b

@@ -74,6 +74,7 @@ static int witness_status(const char *cfgpath)
 	socklen_t sl;
 	uint8_t buf[WIT_ENC_MAX], nonce[WIT_NONCE_LEN], mac[WIT_MAC_LEN];
 	static uint8_t body[WIT_MAX_STATUS];
+	char text[4 * WIT_MAX_ERROR + 1];
 	struct wit_msg m;
 	int fd = -1, rc = 1, k;
 	FILE *ur;
@@ -102,7 +103,7 @@ static int witness_status(const char *cfgpath)
 			strerror(errno));
 		goto out;
 	}
-	k = (int)wit_enc_hello(buf, cfg->cluster, "tandemctl", nonce, WIT_HELLO_F_ADMIN);
+	k = (int)wit_enc_hello(buf, cfg->cluster, "tandemctl", nonce, WIT_HELLO_F_ADMIN, 0);
 	if (write(fd, buf, (size_t)k) != k || wit_read(fd, &m, body, sizeof(body)) ||
 	    m.type != WIT_HELLO)
 		goto proto;
@@ -124,11 +125,8 @@ static int witness_status(const char *cfgpath)
 			}
 		}
 	}
-	if (m.type == WIT_ERROR) {
-		fprintf(stderr, "tandemctl: the witness refused: %.*s\n", (int)m.var_len,
-			(const char *)m.var);
-		goto out;
-	}
+	if (m.type == WIT_ERROR)
+		goto proto;
 	k = (int)wit_enc_empty(buf, WIT_STATUS_REQ);
 	if (write(fd, buf, (size_t)k) != k || wit_read(fd, &m, body, sizeof(body)) ||
 	    m.type != WIT_STATUS)
@@ -137,9 +135,10 @@ static int witness_status(const char *cfgpath)
 	rc = 0;
 	goto out;
 proto:
+	/* the text may come before the witness proved the secret: escaped */
 	if (m.type == WIT_ERROR)
-		fprintf(stderr, "tandemctl: the witness refused: %.*s\n", (int)m.var_len,
-			(const char *)m.var);
+		fprintf(stderr, "tandemctl: the witness refused: %s\n",
+			log_escape(text, sizeof(text), m.var, m.var_len));
 	else
 		fprintf(stderr, "tandemctl: the witness at %s answered out of step\n",
 			cfg->witness);

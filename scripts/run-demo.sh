@@ -14,7 +14,20 @@ stop() {
 }
 trap stop INT TERM EXIT
 mkdir -p /tmp/tandem-demo
-"$BIN/tandem-witness" -c "$CFG" -f 2> >(sed -u "s/^/[w] /" >&2) &
+# The witness refuses a cluster without a state file unless told it is new
+# (--init): the first `make run` is that; a later one finds the file. State
+# gone while the nodes hold data is the case --init must not paper over
+# (docs/WITNESS.md): the witness then refuses the demo and says so.
+winit=()
+if [ ! -e /tmp/tandem-demo/w/witness-demo.state ]; then
+	if [ -e /tmp/tandem-demo/a ] || [ -e /tmp/tandem-demo/b ]; then
+		echo "the witness's state file is gone but the nodes hold data: the witness" \
+			"will refuse them (docs/WITNESS.md); rm -rf /tmp/tandem-demo starts over" >&2
+	else
+		winit=(--init demo)
+	fi
+fi
+"$BIN/tandem-witness" -c "$CFG" "${winit[@]}" -f 2> >(sed -u "s/^/[w] /" >&2) &
 pids+=($!)
 for n in a b; do
 	"$BIN/tandemd" -c "$CFG" -n "$n" -f 2> >(sed -u "s/^/[$n] /" >&2) &

@@ -1,10 +1,13 @@
 /* tandem-witness: the tie-breaker of stretched pairs; holds no data. Each -c
  * names one cluster's configuration (its [cluster] witness, secret,
  * witness-dir, witness-timeout); one witness serves them all on the one
- * address they name. Wiring only: the protocol is src/wit. */
+ * address they name. --init CLUSTER marks a cluster new: its empty state
+ * file is created if missing, then it is served like the others. Wiring
+ * only: the protocol is src/wit. */
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,9 +33,12 @@ struct witness {
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: tandem-witness -c FILE [-c FILE ...] [-f]\n"
-		   "  -c FILE  a cluster configuration (INI); repeat for more clusters\n"
-		   "  -f       stay in the foreground and log to stderr\n");
+	fprintf(f, "usage: tandem-witness -c FILE [-c FILE ...] [--init CLUSTER ...] [-f]\n"
+		   "  -c FILE         a cluster configuration (INI); repeat for more clusters\n"
+		   "  --init CLUSTER  a new cluster: create its empty state file if there is\n"
+		   "                  none (an existing one is left alone), then serve it;\n"
+		   "                  without it a cluster with no state file is refused\n"
+		   "  -f              stay in the foreground and log to stderr\n");
 }
 
 static void sig_arm(struct witness *w);
@@ -58,7 +64,14 @@ int main(int argc, char **argv)
 {
 	struct cfg *cfgs[MAX_CLUSTERS];
 	const struct cfg *ccfgs[MAX_CLUSTERS];
-	unsigned ncfg = 0;
+	const char *inits[MAX_CLUSTERS];
+	bool init[MAX_CLUSTERS] = { false };
+	unsigned ncfg = 0, ninit = 0;
+	static const struct option longopts[] = {
+		{ "init", required_argument, NULL, 'i' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
 	struct wit_server *ws = NULL;
 	struct witness w;
 	char err[1024];
@@ -66,7 +79,7 @@ int main(int argc, char **argv)
 	int opt, fg = 0, rc = 1;
 
 	memset(&w, 0, sizeof(w));
-	while ((opt = getopt(argc, argv, "c:fh")) != -1) {
+	while ((opt = getopt_long(argc, argv, "c:fh", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'c':
 			if (ncfg == MAX_CLUSTERS) {
@@ -87,6 +100,14 @@ int main(int argc, char **argv)
 			ccfgs[ncfg] = cfgs[ncfg];
 			ncfg++;
 			break;
+		case 'i':
+			if (ninit == MAX_CLUSTERS) {
+				fprintf(stderr, "tandem-witness: at most %d --init\n",
+					MAX_CLUSTERS);
+				return 2;
+			}
+			inits[ninit++] = optarg;
+			break;
 		case 'f': fg = 1; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
@@ -95,6 +116,19 @@ int main(int argc, char **argv)
 	if (!ncfg || optind != argc) {
 		usage(stderr);
 		return 2;
+	}
+	for (unsigned k = 0; k < ninit; k++) {
+		unsigned i = 0;
+
+		while (i < ncfg && strcmp(cfgs[i]->cluster, inits[k]))
+			i++;
+		if (i == ncfg) {
+			fprintf(stderr,
+				"tandem-witness: --init %s: no -c file names that cluster\n",
+				inits[k]);
+			return 2;
+		}
+		init[i] = true;
 	}
 	if (!fg && daemon(0, 0) < 0) {
 		fprintf(stderr, "tandem-witness: cannot daemonize: %s\n", strerror(errno));
@@ -116,7 +150,7 @@ int main(int argc, char **argv)
 	w.sig_op.cb = sig_cb;
 	sig_arm(&w);
 	err[0] = '\0';
-	if (wit_server_new(w.ev, ccfgs, ncfg, &ws, err, sizeof(err))) {
+	if (wit_server_new(w.ev, ccfgs, init, ncfg, &ws, err, sizeof(err))) {
 		fprintf(stderr, "tandem-witness: %s\n", err);
 		log_err("%s", err);
 		goto out;

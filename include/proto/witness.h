@@ -7,7 +7,8 @@
  * a NUL. Reserved fields are zero when sent and checked to be zero.
  *
  * Session:
- *   both:    HELLO  (cluster, sender name, protocol range, nonce)
+ *   both:    HELLO  (cluster, sender name, protocol range, nonce; from a
+ *            node also its witness-timeout, which must be the cluster's)
  *   both:    AUTH   (HMAC-SHA256 with the cluster secret, see below)
  *   node:    REPORT / CLAIM per volume, PING; witness: REPORT_ACK,
  *            CLAIM_REPLY, PONG. An admin client (tandemctl) sends STATUS_REQ
@@ -65,7 +66,12 @@ struct wit_hello {
 	char cluster[WIT_NAME_LEN];
 	char name[WIT_NAME_LEN]; /* the node, "witness", or the admin's label */
 	uint8_t nonce[WIT_NONCE_LEN];
-	uint64_t reserved;
+	/* A node's witness-timeout in milliseconds: the witness refuses a node
+	 * whose value is not its cluster's (the two sides would judge the
+	 * session's silence differently), and 0 from a node (one older than
+	 * this field, which sent it reserved as zero). 0 from an admin client
+	 * (not checked) and from the witness (older clients refuse non-zero). */
+	uint64_t timeout_ms;
 } __attribute__((packed));
 _Static_assert(sizeof(struct wit_hello) == 184, "wit_hello");
 

@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -136,6 +137,40 @@ uint64_t now_boot_ns(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_BOOTTIME, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* need (the escaped length) says first whether all of it fits; when not,
+ * every character leaves room for the "..." that ends the cut text. */
+char *log_escape(char *out, size_t cap, const void *in, size_t len)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *p = in;
+	size_t n = 0, need = 0, i;
+
+	if (!cap)
+		return out;
+	for (i = 0; i < len; i++)
+		need += (p[i] >= 0x20 && p[i] < 0x7f && p[i] != '\\') ? 1 : 4;
+	for (i = 0; i < len; i++) {
+		bool plain = p[i] >= 0x20 && p[i] < 0x7f && p[i] != '\\';
+		size_t w = plain ? 1 : 4;
+
+		if (n + w + (need + 1 > cap ? 3 : 0) + 1 > cap)
+			break;
+		if (plain) {
+			out[n++] = (char)p[i];
+		} else {
+			out[n++] = '\\';
+			out[n++] = 'x';
+			out[n++] = hex[p[i] >> 4];
+			out[n++] = hex[p[i] & 15];
+		}
+	}
+	if (i < len)
+		for (unsigned k = 0; k < 3 && n + 1 < cap; k++)
+			out[n++] = '.';
+	out[n] = '\0';
+	return out;
 }
 
 /* Buffers of 1 MiB and more are 2 MiB aligned, rounded up to 2 MiB and

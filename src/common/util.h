@@ -25,6 +25,14 @@ uint64_t now_ns(void); /* CLOCK_MONOTONIC */
 /* CLOCK_BOOTTIME: keeps running while the machine is suspended (leases) */
 uint64_t now_boot_ns(void);
 
+/* Text a peer sent, made fit for a log line or a terminal: the len bytes at
+ * in are written to out (cap bytes, always NUL-terminated when cap > 0),
+ * printable ASCII as is, every other byte and the backslash as \xNN, so a newline
+ * or an escape sequence from the wire can neither forge a line nor reach a
+ * terminal. What does not fit is cut at a whole character and the text ends
+ * in "...". Returns out. */
+char *log_escape(char *out, size_t cap, const void *in, size_t len);
+
 /* Page-aligned buffer suitable for O_DIRECT; free with free(). From 1 MiB up
  * it takes whole 2 MiB huge pages where the kernel has them (util.c). */
 void *alloc_aligned(size_t len);

@@ -146,8 +146,8 @@ static void handle(struct wconn *c, const uint8_t *body)
 	}
 	if (m->type == WIT_ERROR) {
 		char why[WIT_MAX_ERROR + 40];
-		snprintf(wc->last_error, sizeof(wc->last_error), "%.*s", (int)m->var_len,
-			 (const char *)m->var);
+		/* sent before the witness proved anything: never raw into a log */
+		log_escape(wc->last_error, sizeof(wc->last_error), m->var, m->var_len);
 		snprintf(why, sizeof(why), "the witness refused: %s", wc->last_error);
 		log_warn("witness %s: %s", wc->addr, why);
 		session_lost(wc, why);
@@ -295,7 +295,9 @@ static void dial_cb(struct net_dial *d, int fd)
 	wc->nconns++;
 	wc->c = c;
 	wc->last_rx_ns = ev_now(wc->ev);
-	send_raw(c, buf, wit_enc_hello(buf, wc->cfg->cluster, wc->self, c->nonce_me, 0));
+	send_raw(c, buf,
+		 wit_enc_hello(buf, wc->cfg->cluster, wc->self, c->nonce_me, 0,
+			       wc->cfg->witness_timeout_ms));
 }
 
 static void dial(struct ev_timer *t)

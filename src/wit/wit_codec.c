@@ -85,8 +85,9 @@ int wit_decode_body(const uint8_t *in, struct wit_msg *m)
 		h->proto_min = le16toh(h->proto_min);
 		h->proto_max = le16toh(h->proto_max);
 		h->flags = le32toh(h->flags);
+		h->timeout_ms = le64toh(h->timeout_ms);
 		if (h->magic != WIT_HELLO_MAGIC || h->proto_min == 0 ||
-		    h->proto_min > h->proto_max || (h->flags & ~WIT_HELLO_F_ADMIN) || h->reserved ||
+		    h->proto_min > h->proto_max || (h->flags & ~WIT_HELLO_F_ADMIN) ||
 		    !name_ok(h->cluster, true) || !name_ok(h->name, true))
 			return -EBADMSG;
 		return 0;
@@ -161,7 +162,7 @@ static void put_name(char dst[WIT_NAME_LEN], const char *src)
 }
 
 size_t wit_enc_hello(uint8_t *out, const char *cluster, const char *name,
-		     const uint8_t nonce[WIT_NONCE_LEN], uint32_t flags)
+		     const uint8_t nonce[WIT_NONCE_LEN], uint32_t flags, uint64_t timeout_ms)
 {
 	struct wit_hello h;
 
@@ -173,6 +174,7 @@ size_t wit_enc_hello(uint8_t *out, const char *cluster, const char *name,
 	put_name(h.cluster, cluster);
 	put_name(h.name, name);
 	memcpy(h.nonce, nonce, WIT_NONCE_LEN);
+	h.timeout_ms = htole64(timeout_ms);
 	hdr(out, WIT_HELLO, sizeof(h));
 	memcpy(out + sizeof(struct wit_hdr), &h, sizeof(h));
 	return sizeof(struct wit_hdr) + sizeof(h);

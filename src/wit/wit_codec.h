@@ -35,8 +35,9 @@ int wit_decode_body(const uint8_t *in, struct wit_msg *m);
  * the text messages 12 + the text) and return the byte count. Names longer
  * than WIT_NAME_LEN - 1 are the caller's bug (config names are shorter). */
 #define WIT_ENC_MAX (sizeof(struct wit_hdr) + sizeof(struct wit_hello))
+/* timeout_ms: a node's witness-timeout; 0 from the witness and admin clients */
 size_t wit_enc_hello(uint8_t *out, const char *cluster, const char *name,
-		     const uint8_t nonce[WIT_NONCE_LEN], uint32_t flags);
+		     const uint8_t nonce[WIT_NONCE_LEN], uint32_t flags, uint64_t timeout_ms);
 size_t wit_enc_auth(uint8_t *out, const uint8_t mac[WIT_MAC_LEN]);
 size_t wit_enc_ping(uint8_t *out, uint16_t type, uint64_t cookie);
 size_t wit_enc_vol(uint8_t *out, uint16_t type, const struct wit_vol_msg *v);

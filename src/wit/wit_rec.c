@@ -132,6 +132,39 @@ void wit_rec_verdict(const struct wit_rec *r, struct wit_verdict *v)
 	v->epoch = r->epoch;
 }
 
+/* "3.0 s", "0.25 s": as the config says it, in seconds */
+static void secs(char *buf, size_t len, uint64_t ms)
+{
+	if (ms % 100 == 0)
+		snprintf(buf, len, "%llu.%llu s", (unsigned long long)(ms / 1000),
+			 (unsigned long long)(ms / 100 % 10));
+	else
+		snprintf(buf, len, "%llu.%03llu s", (unsigned long long)(ms / 1000),
+			 (unsigned long long)(ms % 1000));
+}
+
+int wit_hello_timeout_check(const char *cluster, const char *node, uint64_t node_ms,
+			    uint64_t cluster_ms, char *why, size_t len)
+{
+	char n[32], c[32];
+
+	if (node_ms == cluster_ms)
+		return 0;
+	secs(c, sizeof(c), cluster_ms);
+	if (!node_ms) {
+		snprintf(why, len,
+			 "node %s does not say its witness-timeout (older than this witness? "
+			 "upgrade it); this witness has %s for cluster %s",
+			 node, c, cluster);
+		return -EINVAL;
+	}
+	secs(n, sizeof(n), node_ms);
+	snprintf(why, len,
+		 "witness-timeout differs: node %s says %s, this witness has %s for cluster %s",
+		 node, n, c, cluster);
+	return -EINVAL;
+}
+
 int wit_store_load(const char *path, const char *cluster, struct wit_rec *recs, unsigned max,
 		   unsigned *n)
 {

@@ -52,6 +52,14 @@ void wit_rec_grant(struct wit_rec *r, const char *node, const struct wit_vol_msg
 /* The answer fields from the record. */
 void wit_rec_verdict(const struct wit_rec *r, struct wit_verdict *v);
 
+/* W0, at a node's HELLO: its witness-timeout (node_ms, from the HELLO) is
+ * the cluster's (cluster_ms, from the witness's config): 0, or -EINVAL with
+ * the refusal to send in why. 0 from a node is refused too: a node older
+ * than the field, whose silence timer nobody can check. Admin sessions are
+ * not checked (the caller does not ask). */
+int wit_hello_timeout_check(const char *cluster, const char *node, uint64_t node_ms,
+			    uint64_t cluster_ms, char *why, size_t len);
+
 /* The state file: 0, or -errno (-EBADMSG: not a valid state file of this
  * cluster; -ENOENT: none yet). load fills at most max records. */
 int wit_store_load(const char *path, const char *cluster, struct wit_rec *recs, unsigned max,

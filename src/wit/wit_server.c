@@ -23,9 +23,15 @@
 #define TICK_NS (100ull * 1000000ull)
 #define RX_BUF (16u * 1024u)
 
+/* One cluster served. Its own witness-timeout (timeout_ns) rules its
+ * sessions' silence, its claims' wait and its start grace: clusters with
+ * other timeouts share nothing but the listener. */
 struct wit_cluster {
 	const struct cfg *cfg;
 	char path[CFG_PATH_MAX + 2 * CFG_NAME_MAX];
+	uint64_t timeout_ns;
+	/* no state file and no --init: node sessions are refused (WS4) */
+	bool refused;
 	struct wit_rec recs[CFG_MAX_VOLUMES]; /* by cfg volume index */
 };
 
@@ -57,7 +63,7 @@ struct wit_server {
 	struct wit_cluster *cls;
 	unsigned ncl;
 	struct net_srv srv;
-	uint64_t start_ns, timeout_ns;
+	uint64_t start_ns;
 	struct ev_timer tick;
 	struct list sessions;
 	bool shutting_down;
@@ -120,7 +126,7 @@ static void send_buf(struct wsess *s, const uint8_t *buf, size_t len)
 static void refuse(struct wsess *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void refuse(struct wsess *s, const char *fmt, ...)
 {
-	char text[WIT_MAX_ERROR];
+	char text[WIT_MAX_ERROR], logged[4 * WIT_MAX_ERROR], name[4 * WIT_NAME_LEN];
 	uint8_t buf[sizeof(struct wit_hdr) + WIT_MAX_ERROR];
 	va_list ap;
 	int n;
@@ -132,8 +138,12 @@ static void refuse(struct wsess *s, const char *fmt, ...)
 		n = 1;
 	if ((size_t)n >= sizeof(text))
 		n = (int)sizeof(text) - 1;
-	log_warn("witness: session from %s (%s): %s", s->peer.host, s->name[0] ? s->name : "?",
-		 text);
+	/* The text may quote what the peer said of itself before it proved
+	 * anything (its HELLO's names): escaped, as that name. */
+	log_warn("witness: session from %s (%s%s): %s", s->peer.host,
+		 s->name[0] ? log_escape(name, sizeof(name), s->name, strlen(s->name)) : "?",
+		 s->sst == WS_UP ? "" : ", not authenticated",
+		 log_escape(logged, sizeof(logged), text, (size_t)n));
 	send_buf(s, buf, wit_enc_text(buf, WIT_ERROR, text, (size_t)n));
 	s->dead = true;
 	net_close(&s->peer.net);
@@ -166,7 +176,7 @@ static bool node_alive(const struct wit_server *ws, const struct wit_cluster *cl
 	list_for_each_safe (pos, tmp, (struct list *)&ws->sessions) {
 		const struct wsess *s = container_of(pos, struct wsess, link);
 		if (s->cl == cl && s->sst == WS_UP && !s->dead && s->node >= 0 &&
-		    !strcmp(s->name, node) && now - s->last_rx_ns < ws->timeout_ns)
+		    !strcmp(s->name, node) && now - s->last_rx_ns < cl->timeout_ns)
 			return true;
 	}
 	return false;
@@ -239,14 +249,15 @@ static bool decide_claim(struct wsess *s, unsigned i)
 	uint64_t now = ev_now(ws->ev);
 	bool alive =
 		r->primary[0] && strcmp(r->primary, s->name) && node_alive(ws, s->cl, r->primary);
-	bool grace = now - ws->start_ns < ws->timeout_ns;
+	uint64_t timeout = s->cl->timeout_ns;
+	bool grace = now - ws->start_ns < timeout; /* W3.3 */
 	uint32_t reason;
 	enum wit_claim_outcome o = wit_rec_claim(r, s->name, &p->m, alive, grace, &reason);
 
 	if (o == WIT_WAIT) {
 		/* W3.2: the primary's own report would settle it; past
 		 * witness-timeout the claim is denied (the claimant asks again). */
-		if (now - p->t0 < ws->timeout_ns + (grace ? ws->timeout_ns : 0))
+		if (now - p->t0 < timeout + (grace ? timeout : 0))
 			return false;
 		o = WIT_DENY;
 	}
@@ -321,13 +332,20 @@ static void on_status(struct wsess *s)
 		int k_ = snprintf(j + n, cap - n, __VA_ARGS__);                   \
 		n += (k_ > 0 && (size_t)k_ < cap - n) ? (size_t)k_ : cap - n - 1; \
 	} while (0)
-	OUT("{\"cluster\":\"%s\",\"witness\":\"%s\",\"uptime_seconds\":%.1f,\"nodes\":[",
-	    c->cluster, c->witness, (double)(ev_now(s->ws->ev) - s->ws->start_ns) / 1e9);
+	OUT("{\"cluster\":\"%s\",\"witness\":\"%s\",\"uptime_seconds\":%.1f,"
+	    "\"witness_timeout\":%.3f,\"serving\":%s,",
+	    c->cluster, c->witness, (double)(ev_now(s->ws->ev) - s->ws->start_ns) / 1e9,
+	    (double)c->witness_timeout_ms / 1e3, s->cl->refused ? "false" : "true");
+	if (s->cl->refused)
+		OUT("\"refused\":\"no state file: the witness holds no record of this cluster "
+		    "and refuses its nodes (a new cluster: start it once with --init %s)\",",
+		    c->cluster);
+	OUT("\"nodes\":[");
 	for (unsigned i = 0; i < c->nnodes; i++)
 		OUT("%s{\"node\":\"%s\",\"session\":%s}", i ? "," : "", c->nodes[i].name,
 		    node_alive(s->ws, s->cl, c->nodes[i].name) ? "true" : "false");
 	OUT("],\"volumes\":[");
-	for (unsigned i = 0; i < c->nvolumes; i++) {
+	for (unsigned i = 0; !s->cl->refused && i < c->nvolumes; i++) {
 		const struct wit_rec *r = &s->cl->recs[i];
 		OUT("%s{\"name\":\"%s\",\"primary\":%s%s%s,\"generation\":\"%016llx\","
 		    "\"synced\":%s,\"epoch\":%llu}",
@@ -373,15 +391,30 @@ static void on_hello(struct wsess *s, const struct wit_hello *h)
 	if (h->flags & WIT_HELLO_F_ADMIN) {
 		s->node = -1;
 	} else {
+		char why[WIT_MAX_ERROR];
+
 		s->node = cfg_node_index(s->cl->cfg, h->name);
 		if (s->node < 0) {
 			refuse(s, "cluster %s has no node %s", h->cluster, h->name);
 			return;
 		}
+		if (s->cl->refused) {
+			refuse(s,
+			       "this witness does not serve cluster %s: its state file is missing "
+			       "(for a new cluster, tandem-witness --init %s creates it)",
+			       h->cluster, h->cluster);
+			return;
+		}
+		if (wit_hello_timeout_check(h->cluster, h->name, h->timeout_ms,
+					    s->cl->cfg->witness_timeout_ms, why, sizeof(why))) {
+			refuse(s, "%s", why);
+			return;
+		}
 	}
 	memcpy(s->nonce_peer, h->nonce, WIT_NONCE_LEN);
 	sess_set_state(s, WS_AUTH);
-	send_buf(s, buf, wit_enc_hello(buf, s->cl->cfg->cluster, "witness", s->nonce_me, 0));
+	/* timeout 0: clients before timeout_ms refuse any other value */
+	send_buf(s, buf, wit_enc_hello(buf, s->cl->cfg->cluster, "witness", s->nonce_me, 0, 0));
 }
 
 static void on_auth(struct wsess *s, const struct wit_auth *a)
@@ -426,8 +459,19 @@ static void handle(struct wsess *s, const uint8_t *body)
 		return;
 	}
 	if (m->type == WIT_ERROR) {
-		log_warn("witness: %s says: %.*s", s->name[0] ? s->name : s->peer.host,
-			 (int)m->var_len, (const char *)m->var);
+		char text[4 * WIT_MAX_ERROR];
+
+		/* From a peer that proved nothing, its address and the length;
+		 * the text (escaped: no forged lines) only when debugging. */
+		log_escape(text, sizeof(text), m->var, m->var_len);
+		if (s->sst == WS_UP) {
+			log_warn("witness: %s/%s says: %s", s->cl->cfg->cluster, s->name, text);
+		} else {
+			log_warn("witness: session from %s (not authenticated) sent an ERROR of "
+				 "%u bytes",
+				 s->peer.host, m->var_len);
+			log_debug("witness: session from %s: ERROR %s", s->peer.host, text);
+		}
 		s->dead = true;
 		net_close(&s->peer.net);
 		return;
@@ -564,7 +608,7 @@ static void tick(struct ev_timer *t)
 
 	list_for_each_safe (pos, tmp, &ws->sessions) {
 		struct wsess *s = container_of(pos, struct wsess, link);
-		if (s->sst == WS_UP && !s->dead && now - s->last_rx_ns >= ws->timeout_ns) {
+		if (s->sst == WS_UP && !s->dead && now - s->last_rx_ns >= s->cl->timeout_ns) {
 			log_warn("witness: %s/%s: silent for %.1f s: session dropped",
 				 s->cl->cfg->cluster, s->name, (double)(now - s->last_rx_ns) / 1e9);
 			s->dead = true;
@@ -575,24 +619,47 @@ static void tick(struct ev_timer *t)
 	ev_timer_arm(ws->ev, &ws->tick, TICK_NS);
 }
 
-static int load_cluster(struct wit_cluster *cl, const struct cfg *c, char *err, size_t errlen)
+/* A missing state file is not a new cluster: it may be a witness redeployed
+ * without its directory, whose empty records would take the first primary
+ * that reports (W1) however stale. Only --init (init) says the cluster is
+ * new; without it the cluster is refused (WS4) and the nodes go on with
+ * their peers. An existing file is never replaced, with or without --init. */
+static int load_cluster(struct wit_cluster *cl, const struct cfg *c, bool init, char *err,
+			size_t errlen)
 {
 	struct wit_rec loaded[WIT_STATE_MAX_RECS];
 	unsigned n = 0;
 	int rc;
 
 	cl->cfg = c;
-	if (mkdir(c->witness_dir, 0700) < 0 && errno != EEXIST) {
-		snprintf(err, errlen, "%s: cannot create witness-dir %s: %s", c->path,
-			 c->witness_dir, strerror(errno));
-		return -errno;
-	}
+	cl->timeout_ns = (uint64_t)c->witness_timeout_ms * 1000000ull;
 	snprintf(cl->path, sizeof(cl->path), "%s/witness-%s.state", c->witness_dir, c->cluster);
 	for (unsigned i = 0; i < c->nvolumes; i++)
 		snprintf(cl->recs[i].volume, sizeof(cl->recs[i].volume), "%s", c->volumes[i].name);
 	rc = wit_store_load(cl->path, c->cluster, loaded, WIT_STATE_MAX_RECS, &n);
-	if (rc == -ENOENT)
-		return persist(cl) ? (snprintf(err, errlen, "cannot write %s", cl->path), -EIO) : 0;
+	if (rc == -ENOENT && !init) {
+		cl->refused = true;
+		log_warn("witness: cluster %s: no state file %s: not served, its nodes are "
+			 "refused. A new cluster: start once with --init %s. A witness that lost "
+			 "its directory: see docs/WITNESS.md before you do",
+			 c->cluster, cl->path, c->cluster);
+		return 0;
+	}
+	if (rc == -ENOENT) {
+		if (mkdir(c->witness_dir, 0700) < 0 && errno != EEXIST) {
+			int e = errno;
+			snprintf(err, errlen, "%s: cannot create witness-dir %s: %s", c->path,
+				 c->witness_dir, strerror(e));
+			return -e;
+		}
+		if (persist(cl)) {
+			snprintf(err, errlen, "cannot write %s", cl->path);
+			return -EIO;
+		}
+		log_info("witness: cluster %s: --init: created %s, no record yet", c->cluster,
+			 cl->path);
+		return 0;
+	}
 	if (rc) {
 		/* Never start from nothing over a state we cannot read: an empty
 		 * record could vouch for a stale node. */
@@ -607,11 +674,14 @@ static int load_cluster(struct wit_cluster *cl, const struct cfg *c, char *err, 
 		if (i >= 0)
 			cl->recs[i] = loaded[k];
 	}
+	if (init)
+		log_info("witness: cluster %s: --init: %s exists, left as it is", c->cluster,
+			 cl->path);
 	return 0;
 }
 
-int wit_server_new(struct ev_loop *ev, const struct cfg *const *cfgs, unsigned ncfg,
-		   struct wit_server **out, char *err, size_t errlen)
+int wit_server_new(struct ev_loop *ev, const struct cfg *const *cfgs, const bool *init,
+		   unsigned ncfg, struct wit_server **out, char *err, size_t errlen)
 {
 	struct wit_server *ws = calloc(1, sizeof(*ws));
 	int rc;
@@ -625,7 +695,6 @@ int wit_server_new(struct ev_loop *ev, const struct cfg *const *cfgs, unsigned n
 		return -ENOMEM;
 	}
 	ws->ncl = ncfg;
-	ws->timeout_ns = (uint64_t)cfgs[0]->witness_timeout_ms * 1000000ull;
 	list_init(&ws->sessions);
 	for (unsigned i = 0; i < ncfg; i++) {
 		for (unsigned k = 0; k < i; k++)
@@ -641,7 +710,7 @@ int wit_server_new(struct ev_loop *ev, const struct cfg *const *cfgs, unsigned n
 			rc = -EINVAL;
 			goto fail;
 		}
-		rc = load_cluster(&ws->cls[i], cfgs[i], err, errlen);
+		rc = load_cluster(&ws->cls[i], cfgs[i], init && init[i], err, errlen);
 		if (rc)
 			goto fail;
 	}

@@ -26,7 +26,7 @@ static size_t reencode(const struct wit_msg *m, uint8_t *out)
 		/* The encoder offers only this build's version; a peer may
 		 * offer a range, so the range is put back before comparing. */
 		size_t n = wit_enc_hello(out, m->u.hello.cluster, m->u.hello.name, m->u.hello.nonce,
-					 m->u.hello.flags);
+					 m->u.hello.flags, m->u.hello.timeout_ms);
 		uint16_t lo = htole16(m->u.hello.proto_min), hi = htole16(m->u.hello.proto_max);
 
 		memcpy(out + HDR + offsetof(struct wit_hello, proto_min), &lo, sizeof(lo));

@@ -41,13 +41,24 @@ open(f, "w").writelines(out)
 PY
 }
 
-# start_witness: tandem-witness in the foreground (log $T/w.log), ready
-# once it says so.
+# start_witness [noinit]: tandem-witness in the foreground for $CFG and the
+# files in the array WCFGS (more clusters; log $T/w.log), ready once it says
+# so. A cluster whose state file does not exist yet is new: it gets --init
+# (only on this first start, so that a restart tests the restart), unless
+# `noinit` (the witness then refuses that cluster).
 start_witness()
 {
-	local i
+	local i c name dir args=()
+	for c in "$CFG" ${WCFGS[@]+"${WCFGS[@]}"}; do
+		args+=(-c "$c")
+		name=$(sed -n 's/^name *= *//p' "$c" | head -n 1)
+		dir=$(sed -n 's/^witness-dir *= *//p' "$c" | head -n 1)
+		if [ "${1:-}" != noinit ] && [ ! -e "$dir/witness-$name.state" ]; then
+			args+=(--init "$name")
+		fi
+	done
 	echo "=== start $(date +%T.%N)" >>"$T/w.log"
-	"$BIN/tandem-witness" -c "$CFG" -f >>"$T/w.log" 2>&1 &
+	"$BIN/tandem-witness" "${args[@]}" -f >>"$T/w.log" 2>&1 &
 	WPID=$!
 	track "$WPID"
 	for ((i = 0; i < 100; i++)); do

@@ -100,6 +100,9 @@ class Cluster:
         log = open(os.path.join(self.w, "%s.log" % n), "a")
         if n == "w":
             argv = [os.path.join(self.b, "tandem-witness"), "-c", self.cfg, "-f"]
+            # a new cluster on the first start only: a restart must find its state
+            if not os.path.exists(os.path.join(self.w, "w", "witness-soak.state")):
+                argv += ["--init", "soak"]
         else:
             argv = [os.path.join(self.b, "tandemd"), "-c", self.cfg, "-n", n, "-f"]
         self.procs[n] = subprocess.Popen(argv, stdout=log, stderr=log)

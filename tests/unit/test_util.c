@@ -199,6 +199,52 @@ static void test_format_size(void **state)
 	assert_string_equal(buf, "123");
 }
 
+/* Text from the wire reaches a log line or a terminal only escaped: no
+ * newline, no escape sequence, bounded, cut at a whole character. */
+static void test_log_escape(void **state)
+{
+	static const struct {
+		const char *in;
+		size_t len, cap;
+		const char *want;
+	} cases[] = {
+		{ "hello", 5, 64, "hello" },
+		{ "a\nb", 3, 64, "a\\x0ab" },
+		{ "\x1b[31mred", 8, 64, "\\x1b[31mred" },
+		{ "a\\b", 3, 64, "a\\x5cb" }, /* the backslash too: unambiguous */
+		{ "\x80\xff\x7f", 3, 64, "\\x80\\xff\\x7f" },
+		{ "a\0b", 3, 64, "a\\x00b" },
+		{ "witness-timeout differs", 23, 64, "witness-timeout differs" },
+		{ "abcde", 5, 6, "abcde" },          /* fits exactly */
+		{ "abcdefghij", 10, 8, "abcd..." },  /* cut: room kept for "..." */
+		{ "ab\n\n\n", 5, 10, "ab\\x0a..." }, /* never half an escape */
+		{ "abcdef", 6, 3, ".." },
+		{ "abc", 3, 1, "" },
+		{ "", 0, 4, "" },
+	};
+	char out[64];
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		memset(out, 'Z', sizeof(out));
+		assert_ptr_equal(log_escape(out, cases[i].cap, cases[i].in, cases[i].len), out);
+		assert_string_equal(out, cases[i].want);
+		assert_true(strlen(out) < cases[i].cap);
+	}
+	/* cap 0 writes nothing */
+	out[0] = 'Z';
+	log_escape(out, 0, "abc", 3);
+	assert_int_equal(out[0], 'Z');
+	/* every byte value: printable or escaped, never a control character */
+	for (unsigned b = 0; b < 256; b++) {
+		unsigned char c = (unsigned char)b;
+		log_escape(out, sizeof(out), &c, 1);
+		for (const char *p = out; *p; p++)
+			assert_true(*p >= 0x20 && *p < 0x7f);
+		assert_int_equal(strlen(out), (b >= 0x20 && b < 0x7f && b != '\\') ? 1 : 4);
+	}
+}
+
 static void test_alloc_aligned(void **state)
 {
 	(void)state;
@@ -213,10 +259,10 @@ static void test_alloc_aligned(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_parse_size_valid), cmocka_unit_test(test_parse_size_errors),
-		cmocka_unit_test(test_parse_addr_ipv4),  cmocka_unit_test(test_parse_addr_ipv6),
+		cmocka_unit_test(test_parse_size_valid),  cmocka_unit_test(test_parse_size_errors),
+		cmocka_unit_test(test_parse_addr_ipv4),   cmocka_unit_test(test_parse_addr_ipv6),
 		cmocka_unit_test(test_parse_addr_errors), cmocka_unit_test(test_format_size),
-		cmocka_unit_test(test_alloc_aligned),
+		cmocka_unit_test(test_log_escape),        cmocka_unit_test(test_alloc_aligned),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -230,10 +230,19 @@ static void test_codec(void **st)
 	(void)st;
 
 	memset(nonce, 0x5a, sizeof(nonce));
-	n = wit_enc_hello(buf, "lab", "a", nonce, 0);
+	n = wit_enc_hello(buf, "lab", "a", nonce, 0, 3000);
 	roundtrip(buf, n, &m);
 	assert_string_equal(m.u.hello.cluster, "lab");
 	assert_string_equal(m.u.hello.name, "a");
+	assert_int_equal(m.u.hello.timeout_ms, 3000);
+	/* the field that was reserved, little-endian at offset 176 */
+	assert_int_equal(buf[sizeof(struct wit_hdr) + offsetof(struct wit_hello, timeout_ms)],
+			 3000 & 0xff);
+	assert_int_equal(offsetof(struct wit_hello, timeout_ms), 176);
+	/* an admin client's (and an older node's) 0 still decodes */
+	n = wit_enc_hello(buf, "lab", "tandemctl", nonce, WIT_HELLO_F_ADMIN, 0);
+	roundtrip(buf, n, &m);
+	assert_int_equal(m.u.hello.timeout_ms, 0);
 	v.history[3] = 0x77;
 	n = wit_enc_vol(buf, WIT_REPORT, &v);
 	roundtrip(buf, n, &m);
@@ -292,6 +301,38 @@ static void test_codec(void **st)
 	assert_memory_not_equal(mac1, mac2, WIT_MAC_LEN);
 }
 
+/* W0: a node's HELLO carries its witness-timeout; the witness refuses one
+ * that is not its cluster's, and a node that does not say it (0). */
+static void test_hello_timeout(void **st)
+{
+	char why[WIT_MAX_ERROR];
+	(void)st;
+
+	assert_int_equal(wit_hello_timeout_check("lab", "a", 2000, 2000, why, sizeof(why)), 0);
+	assert_int_equal(wit_hello_timeout_check("lab", "a", 3000, 2000, why, sizeof(why)),
+			 -EINVAL);
+	assert_string_equal(why, "witness-timeout differs: node a says 3.0 s, this witness has "
+				 "2.0 s for cluster lab");
+	assert_int_equal(wit_hello_timeout_check("lab", "b", 250, 300000, why, sizeof(why)),
+			 -EINVAL);
+	assert_string_equal(why, "witness-timeout differs: node b says 0.250 s, this witness has "
+				 "300.0 s for cluster lab");
+	/* 0 from a node: an older node, refused with a reason of its own */
+	assert_int_equal(wit_hello_timeout_check("lab", "a", 0, 2000, why, sizeof(why)), -EINVAL);
+	assert_non_null(strstr(why, "node a does not say its witness-timeout"));
+	assert_non_null(strstr(why, "2.0 s for cluster lab"));
+	/* the longest names still give one bounded line */
+	{
+		char name[WIT_NAME_LEN];
+		memset(name, 'x', sizeof(name) - 1);
+		name[sizeof(name) - 1] = 0;
+		assert_int_equal(
+			wit_hello_timeout_check(name, name, 1, UINT64_MAX, why, sizeof(why)),
+			-EINVAL);
+		assert_true(strlen(why) < sizeof(why));
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -300,6 +341,7 @@ int main(void)
 		cmocka_unit_test(test_grant),
 		cmocka_unit_test(test_store),
 		cmocka_unit_test(test_codec),
+		cmocka_unit_test(test_hello_timeout),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
