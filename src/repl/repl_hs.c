@@ -15,9 +15,10 @@
 
 static int on_hello(struct rconn *c, const struct repl_hello *h);
 
-/* I2: the first primary of a new pair; with a witness through its claim
- * (granted only while the record never named a primary, or names this node
- * with no data written: W1/W3 check the generation). */
+/* I2: the first primary of a new pair; with a witness session through its
+ * claim (granted only while the record never named a primary, or names this
+ * node with no data written: W1/W3 check the generation). Without one the
+ * pair is its own quorum; a witness that knows of data deposes it (W1). */
 static void new_pair_promote(struct repl *r)
 {
 	char msg[160] = "";
@@ -25,8 +26,8 @@ static void new_pair_promote(struct repl *r)
 	if (r->admin_down || r->shutting_down || r->v->disk != VOL_UPTODATE)
 		return;
 	log_info("volume %s: a new pair: this node becomes its first primary%s", r->v->name,
-		 r->wc ? " (asking the witness)" : "");
-	if (r->wc) {
+		 r->w_up ? " (asking the witness)" : "");
+	if (r->wc && r->w_up) {
 		r->w_claim_want = CLAIM_ADMIN;
 		r->w_claim_force = false;
 		r->w_claim_seq = 0;
