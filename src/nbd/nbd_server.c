@@ -563,6 +563,9 @@ static const char *unavailable(const struct vol *v)
 		return "volume is secondary on this node; connect to its primary";
 	if (v->disk == VOL_FAILED)
 		return "volume's disk has failed on this node";
+	if (!vol_lease_ok(v))
+		return "volume's primary here has no lease (cut off from its peer and the "
+		       "witness); connect to the other node";
 	return NULL;
 }
 

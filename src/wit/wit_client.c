@@ -66,6 +66,7 @@ struct wcout {
 };
 
 static void schedule_dial(struct wit_client *wc);
+static void send_ping(struct wit_client *wc);
 
 /* The session stage's one writer (wit_client.h lists the transitions; a
  * gone session is `dead`). */
@@ -186,6 +187,7 @@ static void handle(struct wconn *c, const uint8_t *body)
 		wc->backoff_ms = RETRY_MIN_MS;
 		wc->last_error[0] = 0;
 		log_info("witness %s: session up", wc->addr);
+		send_ping(wc); /* a lease anchor at once (L2) */
 		for (unsigned i = 0; i < wc->nvols; i++)
 			wc->vols[i].ops->session(wc->vols[i].ctx, true);
 		return;

@@ -36,6 +36,9 @@ def die(msg):
     sys.exit(1)
 
 
+CONNECT_TIMEOUT = 20  # seconds: connect and login (a caller may lower it)
+
+
 def sense_key(sense):
     """(key, ASC, ASCQ) of fixed-format sense, or None."""
     if len(sense) < 14:
@@ -49,7 +52,7 @@ class Session:
         """keys: extra or replacing "Key=Value" strings for the login. chap:
         (user, secret) to pass a security stage with one-way CHAP (MD5) first;
         a refused login leaves login_status non-zero (the target closes)."""
-        self.s = socket.create_connection(("127.0.0.1", port), timeout=20)
+        self.s = socket.create_connection(("127.0.0.1", port), timeout=CONNECT_TIMEOUT)
         self.hd = self.dd = False
         self.isid, self.statsn = isid, 0
         base = {"InitiatorName": initiator, "TargetName": iqn, "SessionType": "Normal",

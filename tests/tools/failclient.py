@@ -3,12 +3,14 @@
 bench/failover.sh.
 
   failclient.py write --nodes H:P[,H:P...] --log FILE [--first OFF] [--bs N]
-                [--count N] [--rate R] [--stop FILE] [--quiet]
+                [--count N] [--rate R] [--stop FILE] [--timeout S] [--quiet]
       Writes distinct blocks in order (one request in flight), each with a
       pattern derived from its offset, and appends "OFF" to FILE once its
       reply arrived (flushed per line). When a request fails or the
       connection goes, it tries the nodes in turn (every 20 ms, 2 s connect
-      timeout each) and writes the block again there; each such gap is
+      timeout each, or --timeout S, which also bounds each request's wait:
+      a node that is paused answers nothing) and writes the block again
+      there; each such gap is
       logged as "# gap T_FAIL T_ACK NODE" (monotonic seconds). Ends after
       --count blocks, or when --stop FILE exists; prints a JSON summary.
   failclient.py check --log FILE [--bs N] [--nbd H:P] [FILE...]
@@ -43,18 +45,19 @@ class IscsiConn:
     WRITE(10) / READ(10) of whole 512-byte blocks; a unit attention is
     answered by sending the command again on the same session."""
 
-    def __init__(self, host, port, iqn):
+    def __init__(self, host, port, iqn, timeout=30):
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                         "..", "integration"))
         import iscsi_initiator as ii
         self.ii = ii
+        ii.CONNECT_TIMEOUT = min(20, timeout)
         try:
             self.sess = ii.Session(port, iqn, initiator="iqn.2026-12.test:failclient")
         except SystemExit:
             raise ConnectionError("login failed")
         if self.sess.login_status != (0, 0):
             raise ConnectionError("login refused")
-        self.sess.s.settimeout(30)
+        self.sess.s.settimeout(timeout)
 
     def req(self, cmd, off, length, data=b""):
         lba, n = off // 512, length // 512
@@ -77,9 +80,9 @@ class IscsiConn:
 
 
 class Conn:
-    def __init__(self, host, port):
-        self.s, _ = connect(host, port, timeout=2)
-        self.s.settimeout(30)
+    def __init__(self, host, port, timeout=30):
+        self.s, _ = connect(host, port, timeout=min(2, timeout))
+        self.s.settimeout(timeout)
         self.h = 0
 
     def req(self, cmd, off, length, data=b""):
@@ -103,7 +106,8 @@ def write(a):
         off = a.first + n * a.bs
         if conn is None:
             try:
-                conn = IscsiConn(nodes[cur][0], nodes[cur][1], a.iqn) if a.iqn else Conn(*nodes[cur])
+                conn = (IscsiConn(nodes[cur][0], nodes[cur][1], a.iqn, a.timeout) if a.iqn
+                        else Conn(nodes[cur][0], nodes[cur][1], a.timeout))
             except Exception:
                 conn = None
                 if t_fail is None:
@@ -173,6 +177,7 @@ def main():
     w.add_argument("--bs", type=int, default=4096)
     w.add_argument("--count", type=int, default=1 << 30)
     w.add_argument("--rate", type=float, default=0)
+    w.add_argument("--timeout", type=float, default=30)
     w.add_argument("--stop")
     w.add_argument("--iqn", help="iSCSI: the target name (the nodes are iSCSI portals)")
     c = sub.add_parser("check")
