@@ -36,7 +36,7 @@ BINS := $(B)/tandemd $(B)/tandemctl $(B)/tandem-witness
 
 # deps-check is order-only for objects: it runs first, even with -j, but never
 # forces a rebuild.
-.PHONY: all deps deps-check test test-one build-tests unit integration fuzz fuzz-run run install clean bench soak lint model
+.PHONY: all deps deps-check test test-one build-tests unit integration fuzz fuzz-run run install clean bench soak soak-load lint model
 all: deps-check $(BINS)
 
 # Installs the Debian packages the build and tests need (only when missing).
@@ -155,6 +155,11 @@ SOAK_SCHEDULES ?= 200
 soak: all
 	@python3 tests/soak/witness_soak.py --build $(B) --schedules $(SOAK_SCHEDULES) \
 		$(if $(SOAK_SEED),--seed $(SOAK_SEED))
+
+# Ten minutes of 4 KiB random writes at full speed, the witness 200 ms away:
+# no failover, no lease lost (LOAD_SECONDS to change the length).
+soak-load: all
+	@TANDEM_BUILD=$(B) bash tests/soak/lease-load.sh
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man8 \
