@@ -100,12 +100,7 @@ IT_DIR=$_root/tests/integration python3 "$T/probe.py" "${NBDP[a]}" "${ISCP[a]}" 
 	>"$T/probe.out" 2>&1 &
 PPID_=$!
 track "$PPID_"
-for ((i = 0; i < 100; i++)); do
-	[ -e "$T/probe.ready" ] && break
-	alive "$PPID_" || fail "the probe failed: $(cat "$T/probe.out")"
-	sleep 0.1
-done
-[ -e "$T/probe.ready" ] || fail "the probe did not start"
+wait_file "$T/probe.ready" "$PPID_"
 
 link aw cut
 link ab cut

@@ -81,11 +81,7 @@ PY
 python3 "$T/dirty.py" "${NBDP[a]}" "$T" >"$T/d.out" 2>&1 &
 DPID=$!
 track "$DPID"
-for ((i = 0; i < 100; i++)); do
-	[ -e "$T/d.ready" ] && break
-	sleep 0.05
-done
-[ -e "$T/d.ready" ] || fail "the client did not start: $(cat "$T/d.out")"
+wait_file "$T/d.ready" "$DPID"
 link ab cut
 touch "$T/d.go"
 wait "$DPID" || fail "a reader saw data of a write not acknowledged: $(cat "$T/d.out")"

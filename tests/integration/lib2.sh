@@ -293,3 +293,16 @@ _show_logs()
 	_cleanup
 }
 trap _show_logs EXIT
+
+# wait_file FILE PID: until a helper started in the background (PID) made
+# FILE, its sign that it is ready (10 s at most).
+wait_file()
+{
+	local i
+	for ((i = 0; i < 200; i++)); do
+		[ -e "$1" ] && return 0
+		alive "$2" || break
+		sleep 0.05
+	done
+	fail "$(basename "$1") did not appear"
+}

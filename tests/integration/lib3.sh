@@ -174,3 +174,16 @@ client_stop()
 	_forget "$CPID"
 	log "client: $(cat "$T/client.out")"
 }
+
+# end_trio: the client stops; both replicas are identical and hold every
+# write the client saw acknowledged; both nodes and the witness stop.
+end_trio()
+{
+	client_stop
+	compare_replicas
+	python3 "$TANDEM_TOOLS/failclient.py" check --log "$T/acked" "$T/a/vol0.img" \
+		"$T/b/vol0.img" || fail "acknowledged writes are missing"
+	stop a
+	stop b
+	kill_witness TERM
+}
