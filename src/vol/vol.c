@@ -456,12 +456,13 @@ static void lease_poll(struct ev_timer *t)
 		ev_timer_arm(v->ev, &v->lease_timer, LEASE_POLL_NS);
 }
 
-/* V5: a read's data counts only if the lease held when it came back. */
+/* V5: a read's data counts only if the lease held when it came back (and
+ * the node is still primary: one that stepped down meanwhile refuses it). */
 static void read_done(struct vol_io *io, int res)
 {
 	struct vol *v = io->vol;
 
-	if (res == 0 && v->role == VOL_PRIMARY && !vol_lease_ok(v)) {
+	if (res == 0 && (v->role != VOL_PRIMARY || !vol_lease_ok(v))) {
 		lease_park(v, io); /* read again once the lease is back */
 		return;
 	}
