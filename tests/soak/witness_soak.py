@@ -181,8 +181,11 @@ def accepting(me, other):
     primary whose peer link is dead but not yet noticed still shows it
     connected for up to peer-timeout; it cannot acknowledge anything
     (no peer answers, and a primary never takes a peer's writes: R6), so it
-    is not counted while the other node, primary too, shows otherwise."""
+    is not counted while the other node, primary too, shows otherwise. A
+    primary without its lease serves nothing (SPEC "Leases and data")."""
     if not me or me["role"] != "primary" or not me["quorum"] or me["witness"]["held_writes"]:
+        return False
+    if not me.get("lease", True):
         return False
     if me["peers"][0]["connection"] != "connected":
         return True
