@@ -27,6 +27,12 @@
  *       answer to a message sent after the peer's role was last seen to
  *       change, and not before the answer to this node's last release
  *       (w_heard_min_seq).
+ *   Q6. A grant that answers no claim in flight (withdrawn meanwhile) is not
+ *       dropped: the node promotes itself, or (a sync target) claims again
+ *       once in sync as the named node, or releases the record (granted_late).
+ *   Q7. w_named (the witness's lease source, repl_lease.c L2) is true only
+ *       after an `ok` answer on this session naming this node, and is
+ *       cleared by a new session, a release, or any answer naming another.
  * Never: promotes a node whose disk is inconsistent or failed; acts on the
  * witness's word without its proof (wit_client checks it). */
 #include "repl_int.h"
