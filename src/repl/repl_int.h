@@ -203,6 +203,8 @@ struct repl {
 	uint64_t w_synced_seq;   /* the last REPORT sent with SYNCED (N2) */
 	uint64_t w_synced_acked; /* ... once the witness acknowledged it */
 	uint64_t w_alone_seq;    /* the newest REPORT acked on this session as primary, !SYNCED */
+	uint64_t w_alone_gen;    /* ... the generation it carried (Q8) */
+	uint64_t w_rep_gens[16]; /* the generation of recent REPORTs, by seq */
 	bool w_release;          /* the next secondary REPORT is an orderly demotion (W2) */
 	uint8_t w_claim_want;    /* enum claim_why: a CLAIM is wanted */
 	uint64_t w_claim_seq;    /* the CLAIM awaiting its reply; 0 none */

@@ -28,8 +28,11 @@
  *       change, and not before the answer to this node's last release
  *       (w_heard_min_seq).
  *   Q6. A grant that answers no claim in flight (withdrawn meanwhile) is not
- *       dropped: the node promotes itself, or (a sync target) claims again
- *       once in sync as the named node, or releases the record (granted_late).
+ *       dropped: the node promotes itself, or keeps knowing that the record
+ *       names it and claims again as the named node once it may (N7)
+ *       (granted_late). It never releases it: that was not live.
+ *   Q8. A write completes alone (Q1) only under an acknowledged report of the
+ *       generation the node writes now (w_alone_gen).
  *   Q7. w_named (the witness's lease source, repl_lease.c L2) is true only
  *       after an `ok` answer on this session naming this node, and is
  *       cleared by a new session, a release, or any answer naming another.
@@ -49,7 +52,12 @@
 
 static bool alone_ok(const struct repl *r)
 {
-	return r->w_up && r->w_alone_seq > r->w_synced_seq;
+	/* ... and of the generation this node writes now: after a branch
+	 * (gen_branch) the witness must know the new one first, or a node
+	 * that took over with the old one would be granted without these
+	 * writes */
+	return r->w_up && r->w_alone_seq > r->w_synced_seq &&
+	       r->w_alone_gen == sb((struct repl *)r)->gen_current;
 }
 
 static void release_held(struct repl *r, int res)
@@ -128,6 +136,7 @@ static void send_report(struct repl *r)
 	if (!wit_client_send(r->wc, WIT_REPORT, &m))
 		return;
 	r->w_rep_ring[m.seq % 16] = m.seq << 8 | f;
+	r->w_rep_gens[m.seq % 16] = m.gen;
 	r->w_rep_valid = true;
 	r->w_rep_flags = f;
 	r->w_rep_gen = m.gen;
@@ -320,9 +329,8 @@ static void admin_granted(struct repl *r);
  * back, or its disk changed, while the claim waited at the witness). The
  * record names this node now, and nobody else is granted while it holds
  * its session: it promotes itself if it still may (its data is up to date,
- * it is no sync target, its peer is no primary); a sync target takes it once
- * its resync is done (N7: the named node claims); any other releases the
- * record (W2), so that the record never names a node that will not serve. */
+ * it is no sync target, its peer is no primary); otherwise it keeps the
+ * record and claims as the named node once it may (N7). */
 static void granted_late(struct repl *r, uint64_t epoch)
 {
 	struct vol *v = r->v;
@@ -341,22 +349,15 @@ static void granted_late(struct repl *r, uint64_t epoch)
 		}
 		log_err("volume %s: promotion failed: %s", v->name, msg);
 	}
-	if (r->rstate == RR_SYNCTARGET && v->disk == VOL_INCONSISTENT && !r->admin_down &&
-	    !r->shutting_down) {
-		/* its resync ends soon: then it claims as the named node (N7) */
-		log_info("volume %s: the witness granted a claim withdrawn here (epoch %llu): "
-			 "this node takes the volume once its resync is done",
-			 v->name, (unsigned long long)epoch);
-		snprintf(r->w_primary, sizeof(r->w_primary), "%s", r->cfg->nodes[r->self].name);
-		r->w_heard = true;
-		return;
-	}
-	log_info("volume %s: the witness granted a claim withdrawn here (epoch %llu); this "
-		 "node may not serve now: giving the record back",
+	/* Kept, not given back: a release here, while the old primary still
+	 * runs, can leave a record that names no one after that primary is
+	 * deposed (the model's liveness check found it). The old primary's next
+	 * report deposes it; then this node, named, claims (N7) once it may. */
+	log_info("volume %s: the witness granted a claim withdrawn here (epoch %llu): this "
+		 "node takes the volume once it may (N7)",
 		 v->name, (unsigned long long)epoch);
-	r->w_release = true;
-	r->w_rep_valid = false;
-	quorum_kick(r);
+	snprintf(r->w_primary, sizeof(r->w_primary), "%s", r->cfg->nodes[r->self].name);
+	r->w_heard = true;
 }
 
 static void on_verdict(void *ctx, uint16_t type, const struct wit_verdict *v)
@@ -389,8 +390,10 @@ static void on_verdict(void *ctx, uint16_t type, const struct wit_verdict *v)
 		if (r->v->role == VOL_SECONDARY && v->primary[0] && strcmp(v->primary, self) &&
 		    !peer_connected(r))
 			give_up_branch(r, v->primary);
-		if ((f & WIT_F_PRIMARY) && !(f & WIT_F_SYNCED) && v->seq > r->w_alone_seq)
+		if ((f & WIT_F_PRIMARY) && !(f & WIT_F_SYNCED) && v->seq > r->w_alone_seq) {
 			r->w_alone_seq = v->seq;
+			r->w_alone_gen = r->w_rep_gens[v->seq % 16];
+		}
 		if ((f & WIT_F_SYNCED) && v->seq == r->w_synced_seq)
 			r->w_synced_acked = v->seq; /* wait-sync waits for this (N2) */
 		if (r->v->role == VOL_PRIMARY && alone_ok(r) && r->nheld) {
