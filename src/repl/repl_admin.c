@@ -111,6 +111,10 @@ int promote_now(struct repl *r, char *msg, size_t len)
 	r->w_release = false;
 	if (peer_ready(r))
 		gen_rotate(r, r->conn);
+	else
+		gen_branch(r); /* now, not at the first write: the report that follows
+				* carries the generation it writes (N12), one witness
+				* round trip less before that write completes */
 	if (r->conn && r->conn->hs_stage == ST_RUN) {
 		send_state(r->conn);
 		peer_ping(r, r->conn, ++r->ping_cookie); /* L2: a lease one round trip on */
