@@ -38,6 +38,19 @@ sys.exit(1)
 PY
 }
 
+# lose_both_wipe_a: both nodes lost at once, in sync (a power cut: frozen
+# first, so that neither sees the other go and writes on alone); a's data
+# directory emptied; a started again alone.
+lose_both_wipe_a()
+{
+	kill -STOP "${NPID[a]}" "${NPID[b]}"
+	crash a
+	crash b
+	rm -rf "$T/a"
+	mkdir "$T/a"
+	start a
+}
+
 # ---- 1: the named node wiped, with the witness ----
 write_config3 "$T/cluster.ini"
 start_trio
@@ -47,14 +60,7 @@ wait_acked "$T/acked" 300
 client_stop
 ctl_on a wait-sync vol0 --timeout 30 || fail "not in sync before the stop"
 gen=$(wrec "r['generation']")
-# Both lost at once, in sync (a power cut): frozen first, so that neither
-# sees the other go and writes on alone.
-kill -STOP "${NPID[a]}" "${NPID[b]}"
-crash a
-crash b
-rm -rf "$T/a"
-mkdir "$T/a"
-start a
+lose_both_wipe_a
 sleep 3
 [ "$(jfield a "v['role']")" = secondary ] || fail "the wiped node a became primary"
 [ "$(jfield a "v['disk']")" = inconsistent ] || fail "the wiped node a is $(jfield a "v['disk']"), not inconsistent"
@@ -99,12 +105,7 @@ client_start a
 wait_acked "$T/acked" 300
 client_stop
 ctl_on a wait-sync vol0 --timeout 30 || fail "not in sync before the stop"
-kill -STOP "${NPID[a]}" "${NPID[b]}"
-crash a
-crash b
-rm -rf "$T/a"
-mkdir "$T/a"
-start a
+lose_both_wipe_a
 sleep 2
 [ "$(jfield a "v['role']")" = secondary ] || fail "3: the wiped node a became primary"
 refused a || fail "3: the wiped node a serves its (empty) export"
