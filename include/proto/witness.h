@@ -93,7 +93,13 @@ _Static_assert(sizeof(struct wit_ping) == 8, "wit_ping");
 /* CLAIM: asked by hand (`primary`, a switchover): a record that never named
  * a primary does not refuse it (W3.1) */
 #define WIT_F_ADMIN 16u
-#define WIT_F_KNOWN (WIT_F_PRIMARY | WIT_F_SYNCED | WIT_F_FORCE | WIT_F_RELEASE | WIT_F_ADMIN)
+/* CLAIM: the claimant's connection to its peer closed, and a connect to the
+ * peer's replication address was refused: no daemon listens there, so the
+ * peer serves nothing and holds no lease. Once the peer's own session is
+ * closed too, the witness need not wait out that session's lease (L2). */
+#define WIT_F_PEER_GONE 32u
+#define WIT_F_KNOWN \
+	(WIT_F_PRIMARY | WIT_F_SYNCED | WIT_F_FORCE | WIT_F_RELEASE | WIT_F_ADMIN | WIT_F_PEER_GONE)
 struct wit_vol_msg {
 	char volume[WIT_NAME_LEN];
 	uint64_t seq; /* the sender's, echoed in the answer */

@@ -129,6 +129,7 @@ int repl_new(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned se
 	lease_init(r);
 	r->rs_cap = cv->resync_rate;
 	r->dial.fd = -1;
+	r->probe.fd = -1;
 	r->retry.fn = dial;
 	r->tick.fn = tick;
 	r->rs_kick.fn = rs_kick_fn;
@@ -241,6 +242,7 @@ void repl_shutdown(struct repl *r)
 	sw_reset(r);
 	ev_timer_cancel(r->ev, &r->retry);
 	net_dial_cancel(&r->dial);
+	net_dial_cancel(&r->probe);
 	{
 		struct list *pos, *tmp;
 		list_for_each_safe (pos, tmp, &r->bound)
@@ -251,9 +253,9 @@ void repl_shutdown(struct repl *r)
 
 bool repl_idle(const struct repl *r)
 {
-	return !r->conn && !r->nbound && !r->dial.busy && list_empty(&r->inflight) &&
-	       list_empty(&r->waiting) && list_empty(&r->rs_inflight) && !r->rs_flushing &&
-	       !r->cleaning && !bm_busy(r->bm);
+	return !r->conn && !r->nbound && !r->dial.busy && !r->probe.busy &&
+	       list_empty(&r->inflight) && list_empty(&r->waiting) && list_empty(&r->rs_inflight) &&
+	       !r->rs_flushing && !r->cleaning && !bm_busy(r->bm);
 }
 
 void repl_free(struct repl *r)
@@ -266,6 +268,7 @@ void repl_free(struct repl *r)
 	ev_undefer(r->ev, &r->rs_kick);
 	ev_undefer(r->ev, &r->drop_kick);
 	net_dial_close(&r->dial);
+	net_dial_close(&r->probe);
 	/* The AL may only be emptied once the data it covers is durable; a
 	 * bitmap that could not be written keeps the metadata unclean (V4). */
 	if (r->v->bs->ops->sync(r->v->bs) < 0 || bm_sync(r->bm)) {

@@ -462,6 +462,13 @@ static void conn_lost(struct repl *r, const char *why)
 	}
 	fail_pending(r);
 	rs_abort(r);
+	/* L3: the peer may hold a lease from this node's answers until a lease
+	 * after its last message; a connect that is refused says sooner that it
+	 * is gone */
+	if (was_run) {
+		r->peer_rx_ns = c->last_rx_ns ? c->last_rx_ns : ev_now(r->ev);
+		peer_probe(r);
+	}
 	r->have_peer = false;
 	if (was_run && r->v->role != VOL_PRIMARY && peer_was_primary &&
 	    r->v->disk == VOL_UPTODATE && !quorum_peer_lost(r))
@@ -539,6 +546,9 @@ void tick(struct ev_timer *t)
 	struct rconn *c = r->conn;
 	uint64_t now = ev_now(r->ev);
 	uint64_t period = r->timeout_ns / 4;
+
+	if (r->probe.busy && now - r->probe_t0 > r->timeout_ns)
+		net_dial_cancel(&r->probe); /* no answer: says nothing */
 
 	if (c && !c->aborted) {
 		/* R12: while this node does not read (its apply limit), the

@@ -277,6 +277,7 @@ static void handshake_decide(struct rconn *c)
 	r->error[0] = '\0';
 	r->backoff_ms = RETRY_MIN_MS;
 	hs_set_stage(c, ST_RUN);
+	r->peer_gone = false;
 	r->have_peer = true;
 	r->peer = c->pst;
 	r->features = c->features;

@@ -139,6 +139,12 @@ struct repl {
 	unsigned backoff_ms;
 	struct sockaddr_storage dial_sa;
 	socklen_t dial_salen;
+	/* after a lost connection (L3, repl_lease.c): when the peer was last
+	 * heard from, and whether a connect to its address was refused since */
+	uint64_t peer_rx_ns;
+	bool peer_gone;
+	struct net_dial probe; /* that connect; probe_t0: when it began */
+	uint64_t probe_t0;
 	/* what the peer said last */
 	bool have_peer;
 	struct repl_state peer;
@@ -290,6 +296,8 @@ bool peer_connected(const struct repl *r);
 bool lease_ok(const struct repl *r);
 /* Called by quorum_tick: announces a lease lost or back. */
 void lease_tick(struct repl *r);
+bool peer_lease_gone(const struct repl *r);
+void peer_probe(struct repl *r);
 
 /* repl_admin.c: the peer's part of a planned switchover */
 int msg_switch(struct rconn *c, const struct repl_msg *m);

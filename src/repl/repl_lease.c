@@ -6,11 +6,13 @@
  *
  * Sources (L2):
  *   peer:    a PONG on the connection in use, past its handshake, from a
- *            peer whose last STATE said secondary. That peer declares this
- *            node lost only after peer-timeout of silence (or at once when
- *            the connection closes: then this end closed too, or is gone),
- *            and only then claims; the PING it answered was received, so
- *            sent, before that silence began.
+ *            peer whose last STATE said secondary. That peer claims only
+ *            once peer-timeout passed since this node's last message
+ *            (peer_lease_gone), however the connection ended: a close may
+ *            be seen at one end only (a reset on the way). The PING it
+ *            answered was received, so sent, before then. Sooner only when
+ *            a connect to this node's address is refused: no daemon
+ *            listens, so none serves (peer_probe).
  *   witness: a PONG on the session on which the witness named this node
  *            primary (w_named). The witness grants the volume to another
  *            node only once this node's session was silent for
@@ -23,8 +25,14 @@
  *        node resumed after a pause sees its lease gone before it serves.
  *   LE2. Without a witness configured no lease applies (no automatic
  *        failover: an operator decides who is primary).
- *   LE3. An anchor counts only on the connection or session it came from. */
+ *   LE3. An anchor counts only on the connection or session it came from.
+ *   LE4. A secondary sends no claim (and promotes on no grant) while its
+ *        lost peer may still hold a lease from it: peer-timeout after the
+ *        peer's last message, unless a connect to it was refused since. */
 #include "repl_int.h"
+
+#include <errno.h>
+#include <unistd.h>
 
 #include "../common/log.h"
 
@@ -74,6 +82,43 @@ bool lease_ok(const struct repl *r)
 		return true;
 	a = wit_client_anchor(r->wc);
 	return r->w_up && r->w_named && a && now < a + r->lease_dur_ns;
+}
+
+bool peer_lease_gone(const struct repl *r)
+{
+	return peer_connected(r) || r->peer_gone || !r->peer_rx_ns ||
+	       ev_now(r->ev) - r->peer_rx_ns >= r->timeout_ns;
+}
+
+static void probe_done(struct net_dial *d, int fd)
+{
+	struct repl *r = container_of(d, struct repl, probe);
+
+	if (fd >= 0) {
+		close(fd); /* a daemon listens: it may be the peer, alive */
+		return;
+	}
+	if (fd != -ECONNREFUSED || r->conn || r->shutting_down)
+		return; /* no answer, or a new connection: says nothing */
+	r->peer_gone = true;
+	log_info("volume %s: %s refuses connections: its daemon is gone", r->v->name, peer_name(r));
+	quorum_kick(r);
+}
+
+/* LE4: dials the peer's replication address once. Only a refusal counts;
+ * a connect that succeeds (a daemon listens: the peer, restarted or never
+ * gone) or that hangs (a cut link) leaves the wait of peer-timeout. */
+void peer_probe(struct repl *r)
+{
+	int rc;
+
+	r->peer_gone = false;
+	if (r->probe.busy || r->shutting_down || !r->wc)
+		return;
+	r->probe_t0 = ev_now(r->ev);
+	rc = net_dial(&r->probe, r->ev, (struct sockaddr *)&r->dial_sa, r->dial_salen, probe_done);
+	if (rc == -ECONNREFUSED)
+		probe_done(&r->probe, rc);
 }
 
 void lease_tick(struct repl *r)

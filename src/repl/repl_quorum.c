@@ -150,9 +150,10 @@ static void send_claim(struct repl *r)
 
 	/* only `primary --force` skips the witness's data check (W3.1) */
 	make_msg(r, &m,
-		 r->w_claim_want != CLAIM_ADMIN ? 0
-		 : r->w_claim_force             ? WIT_F_ADMIN | WIT_F_FORCE
-						: WIT_F_ADMIN);
+		 (r->w_claim_want != CLAIM_ADMIN ? 0
+		  : r->w_claim_force             ? WIT_F_ADMIN | WIT_F_FORCE
+						 : WIT_F_ADMIN) |
+			 (r->peer_gone && !peer_connected(r) ? WIT_F_PEER_GONE : 0));
 	m.seq = ++r->w_seq;
 	if (!wit_client_send(r->wc, WIT_CLAIM, &m))
 		return;
@@ -204,7 +205,7 @@ void quorum_kick(struct repl *r)
 		r->w_claim_want = CLAIM_NONE; /* Q4: a peer came, or the disk changed */
 		r->w_claim_seq = 0;
 	}
-	if (r->w_claim_want && !r->w_claim_seq)
+	if (r->w_claim_want && !r->w_claim_seq && peer_lease_gone(r)) /* LE4 */
 		send_claim(r);
 }
 
@@ -337,6 +338,7 @@ static void granted_late(struct repl *r, uint64_t epoch)
 	char msg[200] = "";
 	bool ok = (v->disk == VOL_UPTODATE || v->disk == VOL_CONSISTENT) &&
 		  r->rstate != RR_SYNCTARGET && !r->admin_down && !r->shutting_down &&
+		  peer_lease_gone(r) && /* LE4 */
 		  !(peer_connected(r) && r->have_peer && r->peer.role == REPL_ROLE_PRIMARY);
 
 	if (ok) {
@@ -427,8 +429,8 @@ static void on_verdict(void *ctx, uint16_t type, const struct wit_verdict *v)
 			admin_granted(r);
 			return;
 		}
-		if (!may_claim(r)) {
-			granted_late(r, v->epoch); /* Q4, Q6 */
+		if (!may_claim(r) || !peer_lease_gone(r)) {
+			granted_late(r, v->epoch); /* Q4, Q6, LE4 */
 			return;
 		}
 		log_info("volume %s: the witness agrees (epoch %llu): promoting this node",

@@ -110,9 +110,9 @@ int wit_decode_body(const uint8_t *in, struct wit_msg *m)
 		if (!name_ok(v->volume, true) || v->reserved || (v->flags & ~WIT_F_KNOWN))
 			return -EBADMSG;
 		if (m->type == WIT_REPORT
-			    ? (v->flags & (WIT_F_FORCE | WIT_F_ADMIN)) != 0 ||
+			    ? (v->flags & (WIT_F_FORCE | WIT_F_ADMIN | WIT_F_PEER_GONE)) != 0 ||
 				      ((v->flags & WIT_F_RELEASE) && (v->flags & WIT_F_PRIMARY))
-			    : (v->flags & ~(WIT_F_FORCE | WIT_F_ADMIN)) != 0 ||
+			    : (v->flags & ~(WIT_F_FORCE | WIT_F_ADMIN | WIT_F_PEER_GONE)) != 0 ||
 				      ((v->flags & WIT_F_FORCE) && !(v->flags & WIT_F_ADMIN)))
 			return -EBADMSG;
 		return 0;

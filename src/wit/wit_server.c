@@ -33,6 +33,10 @@ struct wit_cluster {
 	/* no state file and no --init: node sessions are refused (WS4) */
 	bool refused;
 	struct wit_rec recs[CFG_MAX_VOLUMES]; /* by cfg volume index */
+	/* per cfg node: when a message of its session last arrived (0: none
+	 * since this witness started). Kept after the session closes: a close
+	 * seen here alone (a reset on the way) ends no lease (L2). */
+	uint64_t node_rx_ns[CFG_MAX_NODES];
 };
 
 struct wit_pending {
@@ -167,12 +171,13 @@ static int persist(struct wit_cluster *cl)
 	return rc;
 }
 
-static bool node_alive(const struct wit_server *ws, const struct wit_cluster *cl, const char *node)
+/* A live session: up, and heard from within witness-timeout. */
+static bool session_alive(const struct wit_server *ws, const struct wit_cluster *cl,
+			  const char *node)
 {
-	struct list *pos;
+	struct list *pos, *tmp;
 	uint64_t now = ev_now(ws->ev);
 
-	struct list *tmp;
 	list_for_each_safe (pos, tmp, (struct list *)&ws->sessions) {
 		const struct wsess *s = container_of(pos, struct wsess, link);
 		if (s->cl == cl && s->sst == WS_UP && !s->dead && s->node >= 0 &&
@@ -180,6 +185,27 @@ static bool node_alive(const struct wit_server *ws, const struct wit_cluster *cl
 			return true;
 	}
 	return false;
+}
+
+/* W3.2 with L2: the node may still hold a lease from this witness. It has
+ * a live session, or it had one whose last message came less than
+ * witness-timeout ago: its lease, anchored at the sending of a PING this
+ * witness received then, runs 3/4 of that at most. A closed session is no
+ * proof: the close may have been seen here alone. gone: the claimant found
+ * no daemon listening at the node's address (WIT_F_PEER_GONE); then a
+ * session that is closed is dead at once. */
+static bool node_alive(const struct wit_server *ws, const struct wit_cluster *cl, const char *node,
+		       bool gone)
+{
+	uint64_t now = ev_now(ws->ev);
+	int ix;
+
+	if (session_alive(ws, cl, node))
+		return true;
+	if (gone)
+		return false;
+	ix = cfg_node_index(cl->cfg, node);
+	return ix >= 0 && cl->node_rx_ns[ix] && now - cl->node_rx_ns[ix] < cl->timeout_ns;
 }
 
 static void answer(struct wsess *s, uint16_t type, const struct wit_rec *r, uint64_t seq,
@@ -247,8 +273,8 @@ static bool decide_claim(struct wsess *s, unsigned i)
 	struct wit_pending *p = &s->pend[i];
 	struct wit_rec *r = &s->cl->recs[i], old = *r;
 	uint64_t now = ev_now(ws->ev);
-	bool alive =
-		r->primary[0] && strcmp(r->primary, s->name) && node_alive(ws, s->cl, r->primary);
+	bool alive = r->primary[0] && strcmp(r->primary, s->name) &&
+		     node_alive(ws, s->cl, r->primary, (p->m.flags & WIT_F_PEER_GONE) != 0);
 	uint64_t timeout = s->cl->timeout_ns;
 	bool grace = now - ws->start_ns < timeout; /* W3.3 */
 	uint32_t reason;
@@ -278,7 +304,10 @@ static bool decide_claim(struct wsess *s, unsigned i)
 		}
 		log_info("witness: %s/%s: %s is primary now (epoch %llu, generation %016llx)%s",
 			 s->cl->cfg->cluster, r->volume, s->name, (unsigned long long)r->epoch,
-			 (unsigned long long)r->gen, (p->m.flags & WIT_F_FORCE) ? ", forced" : "");
+			 (unsigned long long)r->gen,
+			 (p->m.flags & WIT_F_FORCE)       ? ", forced"
+			 : (p->m.flags & WIT_F_PEER_GONE) ? ", the old primary's daemon is gone"
+							  : "");
 	}
 	answer(s, WIT_CLAIM_REPLY, r, p->m.seq, WIT_R_OK, WIT_NONE);
 	return true;
@@ -343,7 +372,7 @@ static void on_status(struct wsess *s)
 	OUT("\"nodes\":[");
 	for (unsigned i = 0; i < c->nnodes; i++)
 		OUT("%s{\"node\":\"%s\",\"session\":%s}", i ? "," : "", c->nodes[i].name,
-		    node_alive(s->ws, s->cl, c->nodes[i].name) ? "true" : "false");
+		    session_alive(s->ws, s->cl, c->nodes[i].name) ? "true" : "false");
 	OUT("],\"volumes\":[");
 	for (unsigned i = 0; !s->cl->refused && i < c->nvolumes; i++) {
 		const struct wit_rec *r = &s->cl->recs[i];
@@ -542,6 +571,8 @@ static void on_rx(struct net_conn *nc)
 		net_rx_consume(nc, s->m.len);
 		s->have_hdr = false;
 		handle(s, body);
+		if (s->sst == WS_UP && s->node >= 0 && s->node < CFG_MAX_NODES)
+			s->cl->node_rx_ns[s->node] = s->last_rx_ns;
 	}
 }
 

@@ -11,6 +11,15 @@
 #  4. Links restored: a steps down, resyncs from b, no split brain; both
 #     replicas hold version 2.
 # Before leases, a served version 1 until quorum-timeout after the cut.
+# A close seen at one end only (a reset on the way) is no proof that the
+# other end stopped serving; two variants cut one of a's links, then 1.5 s
+# later cut the other and reset it towards the far end only, while a's
+# lease from that link (renewed within the last 0.5 s) still runs:
+#   LEASE_FAULT=close-peer (670): b sees its connection to a close. Before
+#     LE4, b claimed at once and the witness granted it as soon as a's
+#     session had been silent for witness-timeout.
+#   LEASE_FAULT=close-witness (680): the witness sees a's session close.
+#     Before L2 kept a's last message, it granted b's claim at once.
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 # shellcheck source=lib2.sh
@@ -102,9 +111,22 @@ PPID_=$!
 track "$PPID_"
 wait_file "$T/probe.ready" "$PPID_"
 
-link aw cut
-link ab cut
-log "a cut off"
+case ${LEASE_FAULT:-cut} in
+cut)
+	link aw cut
+	link ab cut
+	;;
+close-peer | close-witness)
+	first=aw second=ab
+	[ "$LEASE_FAULT" = close-witness ] && first=ab second=aw
+	link "$first" cut
+	sleep 1.5
+	link "$second" cut
+	link "$second" halfreset up
+	;;
+*) fail "LEASE_FAULT=$LEASE_FAULT: want cut, close-peer or close-witness" ;;
+esac
+log "a cut off (${LEASE_FAULT:-cut})"
 wait_for b "v['role'] == 'primary'" 20
 python3 - "${NBDP[b]}" "$T/acked_at" <<'PY' || fail "b did not acknowledge version 2"
 import os, struct, sys, time

@@ -19,7 +19,7 @@ export BIN
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:exitcode=66
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-TEST_NAME=$(basename "$0" .sh)
+TEST_NAME=${TANDEM_TEST_NAME:-$(basename "$0" .sh)} # (a wrapper that runs another test names itself)
 T=$(mktemp -d "${TMPDIR:-/tmp}/tandem-it-$TEST_NAME.XXXXXX")
 export T
 # Clients that drop files in the working directory (fio's verify state) do

@@ -35,10 +35,25 @@ the server closes the connection. Commands:
   reset     close every current connection at once on both sides with RST
             (SO_LINGER 0). New connections are accepted and forwarded as
             usual; a cut stays in force.
+  halfreset up|down
+            close every current connection with RST on one side only (up:
+            towards --target, down: towards the client that connected); the
+            other side hears nothing more from that connection, as if it
+            were cut, until restore resets it too. With a cut first: a close
+            seen at one end only (a reset by a middlebox) while the link
+            stays down.
   delay MS  add MS milliseconds of one-way delay to every forwarded chunk in
             each direction (so a round trip grows by 2*MS); 0 = none. Order
             is kept and the delayed chunks are pipelined.
   stats     "ok conns=N bytes_ab=N bytes_ba=N state=forwarding|cut"
+
+While forwarding, the proxy answers for the target as a router would: when
+an upstream connection closes or a connect upstream fails, it tries the
+target once, and if nothing listens there (refused) it stops listening
+itself, so that new connections are refused too, until the target accepts
+again (tried every 20 ms). A daemon that is killed is then seen as gone
+through the proxy as it would be directly. (During a cut nothing is tried:
+a cut link answers nothing.)
             (ab = listen side -> target, ba = target -> listen side;
             counted when written to the other side).
 
@@ -131,12 +146,22 @@ class Side(asyncio.Protocol):
         if not conn.proxy.forwarding or conn.state != "established":
             conn.update_reading(self)   # stay paused (older asyncio)
 
+    def target_first(self):
+        """The target, not the client, ends this connection."""
+        down = self.conn.down
+        return (self is self.conn.up and not down.lost and not down.got_eof
+                and not self.conn.muted)
+
     def eof_received(self):
+        if self.target_first():
+            self.conn.proxy.target_check()
         self.got_eof = True
         self.out.push("eof", None)
         return True         # keep our write half open: this is a half-close
 
     def connection_lost(self, exc):
+        if self.target_first():
+            self.conn.proxy.target_check()
         self.lost = True
         # Whatever was still going to this side cannot be delivered.
         self.inp.discard()
@@ -275,6 +300,7 @@ class Conn:
         self.state = "held"
         self.doomed = False         # reset on restore (drop)
         self.resetting = False
+        self.muted = False          # halfreset: nothing forwarded any more
         self.finished = False
 
     # -- lifecycle ---------------------------------------------------------
@@ -310,6 +336,7 @@ class Conn:
                 lambda: self.up, host, port)
         except (OSError, asyncio.TimeoutError) as e:
             log("conn %d: upstream connect failed: %s" % (self.id, e))
+            self.proxy.target_check()
             self.state = "failed"
             if self.down.usable():
                 hard_reset(self.down.transport)
@@ -336,6 +363,15 @@ class Conn:
                 if s.usable():
                     s.transport.close()
 
+    def half_reset(self, side):
+        """RST one side now; the other hears nothing until restore."""
+        self.muted = True
+        self.doomed = True
+        self.ab.discard()
+        self.ba.discard()
+        if side.transport is not None and not side.lost:
+            hard_reset(side.transport)
+
     def reset(self):
         """RST both sides now (and the upstream as soon as it connects)."""
         self.resetting = True
@@ -360,7 +396,7 @@ class Conn:
             pipe.flow_paused = False
         want = (self.proxy.forwarding and self.state == "established"
                 and not side.got_eof and not pipe.flow_paused
-                and not self.resetting)
+                and not self.resetting and not self.muted)
         if want:
             t.resume_reading()
         else:
@@ -388,6 +424,52 @@ class Proxy:
         self.next_id = 0
         self.bytes_ab = 0
         self.bytes_ba = 0
+        self.server = None      # the listening server; None while the target refuses
+        self.stopping = False
+
+    def target_refuses(self):
+        s = socket.socket(socket.AF_INET6 if ":" in self.target[0]
+                          else socket.AF_INET)
+        s.settimeout(0.2)
+        try:
+            s.connect(self.target)
+            return False
+        except ConnectionRefusedError:
+            return True
+        except OSError:
+            return False        # no answer: says nothing
+        finally:
+            s.close()
+
+    def target_check(self):
+        """The target may be gone: if it refuses, refuse too (see above)."""
+        if not self.forwarding or self.server is None or self.stopping:
+            return
+        if not self.target_refuses():
+            return
+        log("target refuses connections: not listening until it is back")
+        self.server.close()
+        self.server = None
+        self.loop.call_later(0.02, self._relisten)
+
+    def _relisten(self):
+        if self.stopping:
+            return
+        if not self.forwarding or self.target_refuses():
+            self.loop.call_later(0.02, self._relisten)
+            return
+        self.loop.create_task(self._listen_again())
+
+    async def _listen_again(self):
+        try:
+            self.server = await self.loop.create_server(
+                self.new_connection, self.listen[0], self.listen[1],
+                reuse_address=True, backlog=1024)
+            log("target accepts again: listening")
+        except OSError as e:
+            warn("cannot listen again on %s:%d: %s" % (self.listen[0],
+                                                    self.listen[1], e))
+            self.loop.call_later(0.02, self._relisten)
 
     def new_connection(self):
         return Conn(self).down
@@ -397,6 +479,13 @@ class Proxy:
         if not words:
             return "error empty command"
         cmd, args = words[0].lower(), words[1:]
+        if cmd == "halfreset":
+            if len(args) != 1 or args[0] not in ("up", "down"):
+                return "error usage: halfreset up|down"
+            cs = list(self.conns)
+            for c in cs:
+                c.half_reset(c.up if args[0] == "up" else c.down)
+            return "ok halfreset %s conns=%d" % (args[0], len(cs))
         if cmd == "delay":
             if len(args) != 1:
                 return "error usage: delay MS"
@@ -517,6 +606,7 @@ async def run_proxy(args):
     except OSError as e:
         warn("cannot listen on %s: %s" % (args.listen, e))
         return 2
+    proxy.server = server
     try:
         if os.path.exists(args.control):
             os.unlink(args.control)     # stale socket from an earlier run
@@ -524,7 +614,7 @@ async def run_proxy(args):
                                               args.control)
     except OSError as e:
         warn("cannot listen on control socket %s: %s" % (args.control, e))
-        server.close()
+        proxy.server.close()
         return 2
     if args.pidfile:
         with open(args.pidfile, "w") as f:
@@ -534,7 +624,9 @@ async def run_proxy(args):
     await stop.wait()
 
     log("shutting down")
-    server.close()
+    proxy.stopping = True
+    if proxy.server is not None:
+        proxy.server.close()
     ctl.close()
     proxy.close_all()
     for _ in range(3):

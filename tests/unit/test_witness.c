@@ -260,6 +260,19 @@ static void test_codec(void **st)
 	n = wit_enc_vol(buf, WIT_CLAIM, &v);
 	roundtrip(buf, n, &m);
 	assert_int_equal(m.u.vol.flags, WIT_F_ADMIN | WIT_F_FORCE);
+	/* PEER_GONE only in a CLAIM, with or without ADMIN */
+	vol_refused(WIT_REPORT, v, WIT_F_PEER_GONE);
+	vol_refused(WIT_REPORT, v, WIT_F_PEER_GONE | WIT_F_PRIMARY);
+	v.flags = WIT_F_PEER_GONE;
+	n = wit_enc_vol(buf, WIT_CLAIM, &v);
+	roundtrip(buf, n, &m);
+	assert_int_equal(m.u.vol.flags, WIT_F_PEER_GONE);
+	v.flags = WIT_F_ADMIN | WIT_F_PEER_GONE;
+	n = wit_enc_vol(buf, WIT_CLAIM, &v);
+	roundtrip(buf, n, &m);
+	assert_int_equal(m.u.vol.flags, WIT_F_ADMIN | WIT_F_PEER_GONE);
+	/* a flag nobody knows yet */
+	vol_refused(WIT_CLAIM, v, 64u);
 	memset(&d, 0, sizeof(d));
 	snprintf(d.volume, sizeof(d.volume), "vol0");
 	snprintf(d.primary, sizeof(d.primary), "b");
