@@ -21,7 +21,8 @@ Client mode:
   1 otherwise.
 
 Control protocol: one line in, one line out ("ok ..." or "error ..."), then
-the server closes the connection. Commands:
+the server closes the connection. A line may hold several commands separated
+by ';', applied together. Commands:
 
   cut       partition: stop forwarding both ways. Nothing is read from
             either side, nothing is written, no FIN and no RST is sent: the
@@ -475,6 +476,16 @@ class Proxy:
         return Conn(self).down
 
     def command(self, line):
+        """One command, or several separated by ';' (applied at once, in
+        order, up to the first error)."""
+        reply = "error empty command"
+        for part in line.split(";"):
+            reply = self.command1(part)
+            if not reply.startswith("ok"):
+                break
+        return reply
+
+    def command1(self, line):
         words = line.split()
         if not words:
             return "error empty command"
