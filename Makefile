@@ -36,7 +36,7 @@ BINS := $(B)/tandemd $(B)/tandemctl $(B)/tandem-witness
 
 # deps-check is order-only for objects: it runs first, even with -j, but never
 # forces a rebuild.
-.PHONY: all deps deps-check test test-one build-tests unit integration fuzz fuzz-run run install clean bench soak soak-load lint model model-leases
+.PHONY: all deps deps-check test test-one build-tests unit integration fuzz fuzz-run run install clean bench soak soak-load lint model
 all: deps-check $(BINS)
 
 # Installs the Debian packages the build and tests need (only when missing).
@@ -175,10 +175,6 @@ install: all
 # and the seeded mutants that it must reject.
 model: deps
 	@bash tests/model/run.sh --full
-
-# The next model, with leases (docs/model/leases): not yet in make test.
-model-leases: deps
-	@bash tests/model/run-leases.sh
 
 clean:
 	rm -rf build build-test-*.log

@@ -14,9 +14,18 @@
  *   P2. A primary that may acknowledge writes holds every write that was
  *       ever acknowledged, by anyone.
  *   P3. A node is promoted only if it holds every acknowledged write.
- *   P2 and P3 are not promised once an operator used `primary --force`
- *   (forced); P1 always is. P1 and P2 are checked in every state (Monitor),
- *   P3 at every promotion (promote_now).
+ *   P4. Every acknowledged write is on the disk of some node (not promised
+ *       after a wiped disk: N1 acknowledged it on one disk, then that disk
+ *       was lost, two faults).
+ *   R.  A read returns the latest acknowledged version or a later one, and
+ *       never a version older than one an earlier read returned (so never
+ *       the data of a write that is then failed and lost). A read is one
+ *       step at a primary that holds its lease (L4).
+ *   P2, P3, P4 and R are not promised once an operator used `primary
+ *   --force` (forced); P1 always is. P1, P2 and P4 are checked in every
+ *   state (Monitor), P3 at every promotion (promote_now), R at every read.
+ *   LIVENESS (the ltl claim `live`, spin -a -f): once the links stay whole,
+ *   some node is primary from some point on (fairness and bounds: README).
  *   Also asserted, as checks of the C design: only legal disk transitions
  *   (vol.c set_disk), R6 (a primary never receives data), the handshake
  *   verdict "equal" and the activity log cleaner only between identical
@@ -35,8 +44,31 @@
  *   MUT_ADMIN_FORCE           every claim by hand carries FORCE
  *   MUT_ADMIN_LATCH           a grant of a claim by hand kept for the
  *                             command's next call (tandemctl's poll)
+ *   MUT_READ_NO_LEASE         L4: a read checks the role only, not the lease
+ *   MUT_GRANT_BY_NAME         I2 skipped: the named node's claim granted and
+ *                             its primary REPORT accepted whatever it holds
+ *   MUT_DIRTY_READ            L4: a read does not wait for a pending write
+ *   MUT_LEASE_RECV_ANCHOR     L1: a renewal anchored at its receipt (an
+ *                             answer sent before the lease ran out renews)
+ *   MUT_WIT_CLOSE_AT_ONCE     L2 as first stated: a session that closed is
+ *                             dead at once (W3.2 does not wait for the lease)
+ *   MUT_PEER_CLOSE_AT_ONCE    L3 as first stated: a secondary claims at once
+ *                             when its connection closed (no wait for the
+ *                             primary's peer lease)
+ *   MUT_HS_BOTH_STEP_DOWN     L6 as first stated: every primary without a
+ *                             lease steps down at a handshake with a primary
+ *   MUT_DROP_WITHDRAWN_GRANT  C5 skipped (C before issue 22): a grant that
+ *                             arrives for a withdrawn claim is dropped
+ *   MUT_RELEASE_WITHDRAWN     C5 as first stated: a grant that cannot promote
+ *                             releases the record (liveness)
+ *   MUT_ALONE_STALE_GEN       N1 as before: a write in a generation branched
+ *                             since the acknowledged report is acknowledged
+ *                             alone (the record's gen lags the data)
  * C had W1_ANY, ADMIN_FORCE and ADMIN_LATCH until the model found them
  * (README, "Findings"); W2_KEEP_GEN shows why W2 records the gen released.
+ * WIT_CLOSE_AT_ONCE, PEER_CLOSE_AT_ONCE, HS_BOTH_STEP_DOWN,
+ * RELEASE_WITHDRAWN and ALONE_STALE_GEN are the rules of issue 22 as first
+ * written, before the model found their holes (README, "Findings").
  *
  * The operator: `primary [--force]` and `secondary` (or the halves of a
  * `switchover`) at any time, as C takes them; a `primary` polled by
@@ -62,7 +94,8 @@
 #endif
 /* Kinds of faults and commands, all on by default; a check may leave some
  * out (NO_NODE_CRASH, NO_WITNESS_CRASH, NO_CUT_AB, NO_CUT_W, NO_ISOLATE,
- * NO_OP_PRIMARY, NO_OP_FORCE, NO_OP_DEMOTE), or let only node n write
+ * NO_WIPE, NO_WDROP, NO_OP_PRIMARY, NO_OP_FORCE, NO_OP_DEMOTE, NO_READS), or
+ * let only node n write
  * (WRITER=n) or take commands (OPERATOR=n). That only removes behaviours: a
  * violation found so is one of the whole model. */
 #ifdef NO_NODE_CRASH
@@ -89,6 +122,21 @@
 #define ISOLATE false
 #else
 #define ISOLATE true
+#endif
+#ifdef NO_WIPE
+#define WIPE false
+#else
+#define WIPE true
+#endif
+#ifdef NO_WDROP
+#define WDROP false
+#else
+#define WDROP true
+#endif
+#ifdef NO_READS
+#define READS false
+#else
+#define READS true
 #endif
 #ifdef NO_OP_PRIMARY
 #define OP_PRIMARY false
@@ -143,6 +191,8 @@
 #define GEN_EMPTY 1
 
 /* include/proto/witness.h */
+#define WIT_PING 4
+#define WIT_PONG 5
 #define WIT_REPORT 6
 #define WIT_REPORT_ACK 7
 #define WIT_CLAIM 8
@@ -194,6 +244,15 @@
  *                  (Q4, r->w_claim_seq) */
 #define TAG_STALE 1
 #define TAG_OLD_CLAIM 2
+/*   TAG_OLD_LEASE  sent before the node's witness lease last ran out, or
+ *                  answered before the witness dropped the session: its
+ *                  answer renews no lease (L1: a renewal is anchored at the
+ *                  request's sending, and that anchor is past) */
+#define TAG_OLD_LEASE 4
+/*   TAG_OLD_GEN    a REPORT sent before the node's last gen_branch (or its
+ *                  answer): it does not vouch for the generation written
+ *                  now (N1 as the model found it must be: README) */
+#define TAG_OLD_GEN 8
 /* node n -> witness: type, flags, tag (what C tells by its seq: TAG_*), gen,
  * history[0..3] (make_msg: a non-primary's history[3] is its bitmap
  * generation, if it has one) */
@@ -241,6 +300,14 @@ bool claim_out[2];    /* r->w_claim_seq != 0 */
 byte claim_result[2]; /* r->w_claim_result: 0 none, 2 refused (-errno) */
 bool claim_force[2];  /* r->w_claim_force: the admin claim is `primary --force`'s */
 bool w_release[2];    /* r->w_release */
+/* the lease (L1): held while its deadline is ahead; an explicit step lets it
+ * run out (time is not modelled). Only a primary holds one. */
+bool lw[2];           /* renewed by the witness: an ok REPORT_ACK of a primary
+                       * report, a grant, a PONG on such a session */
+bool lp[2];           /* renewed by the peer: an answer on a connection on
+                       * which the peer's last STATE said secondary */
+bool wackp[2];        /* this session: the witness acknowledged this node as
+                       * the record's primary (PONGs renew) */
 
 /* ---- the links ---- */
 bool pl;      /* the peer connection is up at both ends (ST_RUN, RC_CONNECTED) */
@@ -273,6 +340,8 @@ bool forced;   /* an operator used `primary --force` */
 byte ngen = 2; /* md_new_gen: the last generation handed out */
 byte faults;   /* faults so far */
 byte ops;      /* operator commands so far */
+byte rtop;     /* the newest version a read returned (R) */
+byte wiped;    /* bit n: node n restarted with empty metadata (P4 not promised) */
 
 /* ---- derived conditions ---- */
 /* alone_ok (repl_quorum.c): N1 */
@@ -280,6 +349,27 @@ byte ops;      /* operator commands so far */
 /* may acknowledge writes: by its peer, or alone (N1) */
 #define ACCEPTING(n) (role[n] == VOL_PRIMARY && (pl || ALONE_OK(n)))
 #define HOLDS_ALL(n) ((data[n] & acked) == acked)
+/* the lease: from the witness or from the peer */
+#define LEASE(n) (lw[n] || lp[n])
+/* the version of the (one) block a data set holds: the newest write in it
+ * (writes are numbered in the order they are issued; a node applies them in
+ * that order, and a resync copies the whole set) */
+#define TOP(d) (((d) & 4) -> 3 : (((d) & 2) -> 2 : (((d) & 1) -> 1 : 0)))
+/* L3 (as the model found it must be): a node sends no claim and takes no
+ * grant while its peer may still hold a peer lease from it: it waits a
+ * lease after its last answer to the peer, whether the connection timed out
+ * or closed */
+#ifdef MUT_PEER_CLOSE_AT_ONCE
+#define PEER_LEASE_GONE(n) true
+#else
+#define PEER_LEASE_GONE(n) (!lp[OTHER(n)])
+#endif
+/* C5: a grant that arrives for a claim no longer in flight promotes the
+ * node only if it may: secondary, its disk up to date or consistent, not a
+ * sync target, its peer not primary (and L3: its peer holds no lease) */
+#define MAY_PROMOTE(n) (role[n] == VOL_SECONDARY && \
+	(disk[n] == VOL_UPTODATE || disk[n] == VOL_CONSISTENT) && rstate[n] != RR_SYNCTARGET && \
+	!(pl && role[OTHER(n)] == VOL_PRIMARY) && PEER_LEASE_GONE(n))
 /* named_self (repl_quorum.c): the record, as last heard, names this node */
 #define NAMED_SELF(n) (w_heard[n] && w_primary[n] == (n))
 /* may_claim (repl_quorum.c): failover auto, secondary, disk up to date or
@@ -307,9 +397,16 @@ byte ops;      /* operator commands so far */
 	w_primary[n] != NONE)
 #define CLAIM_NEEDED(n) (w_up[n] && !REPORT_NEEDED(n) && (CLAIM_START(n) || \
 	(claim_want[n] == CLAIM_AUTO && !MAY_CLAIM(n)) || \
-	(claim_want[n] != CLAIM_NONE && !claim_out[n])))
-/* make_msg: a non-primary counts its bitmap generation as its data too */
+	(claim_want[n] != CLAIM_NONE && !claim_out[n] && PEER_LEASE_GONE(n))))
+/* make_msg: a node counts its bitmap generation as its data too. I2 needs
+ * it for a primary as well (C today sends it for a non-primary only): a
+ * primary that lost its peer reports a new generation whose parent is the
+ * one recorded, and W1 checks that it holds the recorded one (README) */
+#ifdef I2_NO_PRIMARY_BITMAP
 #define MSG_H3(n) ((gbm[n] > GEN_EMPTY && role[n] != VOL_PRIMARY) -> gbm[n] : gh3[n])
+#else
+#define MSG_H3(n) (gbm[n] > GEN_EMPTY -> gbm[n] : gh3[n])
+#endif
 /* in_history (repl_gen.c) */
 #define INHIST(n, g) ((g) > GEN_EMPTY && (gh0[n] == (g) || gh1[n] == (g) || gh2[n] == (g) || \
 	gh3[n] == (g)))
@@ -328,10 +425,15 @@ byte ops;      /* operator commands so far */
 
 #ifdef MUT_NO_LIVE_SESSION_CHECK
 #define PRIMARY_ALIVE(n) false
+#elif defined(MUT_WIT_CLOSE_AT_ONCE)
+/* L2 as first stated: a closed session is dead at once */
+#define PRIMARY_ALIVE(n) (rp != NONE && rp != (n) && ws[rp])
 #else
 /* decide_claim, node_alive (wit_server.c): the recorded primary, another
- * node, holds a live session */
-#define PRIMARY_ALIVE(n) (rp != NONE && rp != (n) && ws[rp])
+ * node, holds a live session; L2: or its session ended (silence, or a close)
+ * less than a lease after the witness last heard from it, so that its
+ * witness lease may still run (lw: the witness waits it out) */
+#define PRIMARY_ALIVE(n) (rp != NONE && rp != (n) && (ws[rp] || lw[rp]))
 #endif
 #ifdef MUT_NO_GRACE
 #define IN_GRACE false
@@ -364,7 +466,16 @@ inline gen_branch(n)
 		gbm[n] = gcur[n];
 		ngen++;
 		assert(ngen < 16);
-		gcur[n] = ngen
+		gcur[n] = ngen;
+#ifndef MUT_ALONE_STALE_GEN
+		/* N1: the witness must record the new generation before a write
+		 * in it is acknowledged alone (else a wiped node that is given
+		 * the old generation by a full sync holds "the recorded gen") */
+		alone[n] = false;
+		mark_w(n, TAG_OLD_GEN, false)
+#else
+		skip
+#endif
 	:: else -> skip
 	fi
 }
@@ -399,7 +510,8 @@ inline session_reset_node(n)
 	w_primary[n] = NONE;
 	alone[n] = false;
 	claim_out[n] = false;
-	nsync[n] = 0
+	nsync[n] = 0;
+	wackp[n] = false
 }
 
 inline flush_w(n)
@@ -429,6 +541,30 @@ inline session_lost_wit(n)
 	pend_h3[n] = 0;
 	pend_tag[n] = 0;
 	flush_w(n)
+}
+
+/* the witness's end of node n's session ends while the node's end stays up:
+ * it heard nothing from n for witness-timeout (the n -> W direction is
+ * broken or slow), or the connection closed at the witness's end only. What
+ * n sent since is never read; what the witness sent before still arrives,
+ * and is answered before the session's end: by L1 its anchor is older than
+ * the witness's last receipt from n, so it renews no lease (TAG_OLD_LEASE,
+ * set after the definition of mark_w below) */
+inline wdrop_flush(n)
+{
+	ws[n] = false;
+	pend_on[n] = false;
+	pend_flags[n] = 0;
+	pend_gen[n] = 0;
+	pend_h0[n] = 0;
+	pend_h1[n] = 0;
+	pend_h2[n] = 0;
+	pend_h3[n] = 0;
+	pend_tag[n] = 0;
+	do
+	:: tw[n]?_, _, _, _, _, _, _, _
+	:: empty(tw[n]) -> break
+	od
 }
 
 /* scratch for mark_w, always within one atomic step: not state */
@@ -521,7 +657,7 @@ inline kick_claim(n, f)
 	:: else -> skip
 	fi;
 	if
-	:: claim_want[n] != CLAIM_NONE && !claim_out[n] ->
+	:: claim_want[n] != CLAIM_NONE && !claim_out[n] && PEER_LEASE_GONE(n) ->
 #ifdef MUT_ADMIN_FORCE
 		/* the seeded bug: every claim by hand skips the data check */
 		f = (claim_want[n] == CLAIM_ADMIN -> (WIT_F_ADMIN | WIT_F_FORCE) : 0);
@@ -653,6 +789,8 @@ inline step_down(n)
 	:: role[n] == VOL_PRIMARY ->
 		mdprim[n] = false;
 		role[n] = VOL_SECONDARY;
+		lw[n] = false; /* L5: a secondary holds no lease */
+		lp[n] = false;
 		if
 		:: pl -> quorum_peer_role(OTHER(n)) /* send_state */
 		:: else -> skip
@@ -720,8 +858,15 @@ inline claim_outcome(n, outc, reason)
 	outc = WIT_GRANT;
 	reason = WIT_NONE;
 	if
+#ifndef MUT_GRANT_BY_NAME
+	:: rp == n && ((pend_flags[n] & WIT_F_FORCE) || PEND_HOLDS(n, rgen)) ->
+		skip /* the record names it, and (I2) it holds the recorded gen */
+	:: rp == n && !(pend_flags[n] & WIT_F_FORCE) && !PEND_HOLDS(n, rgen) ->
+		outc = WIT_DENY; reason = WIT_OLDER_DATA /* I2: a wiped named node */
+#else
 	:: rp == n -> skip /* the record names it already */
-	:: else ->
+#endif
+	:: rp != n ->
 		if
 		:: !(pend_flags[n] & WIT_F_FORCE) ->
 			if
@@ -799,15 +944,25 @@ inline wit_handle(n)
 		if
 		:: (mf & WIT_F_PRIMARY) && rp != NONE && rp != n ->
 			res = WIT_R_DEPOSED /* W1: another node holds the record */
+#ifndef MUT_GRANT_BY_NAME
+		:: (mf & WIT_F_PRIMARY) && rp == n && !MSG_HOLDS(rgen) ->
+			res = WIT_R_DEPOSED; /* I2: the named node lacks the recorded data */
+			reason = WIT_OLDER_DATA
+#endif
 #ifndef MUT_W1_ANY
 		:: (mf & WIT_F_PRIMARY) && rp == NONE && repoch > 0 && !MSG_HOLDS(rgen) ->
 			/* W1: a free record takes only a node that holds what the
 			 * last primary released */
 			res = WIT_R_DEPOSED;
 			reason = WIT_OLDER_DATA
-		:: (mf & WIT_F_PRIMARY) && ((rp == NONE && (repoch == 0 || MSG_HOLDS(rgen))) || rp == n) ->
+#ifndef MUT_GRANT_BY_NAME
+		:: (mf & WIT_F_PRIMARY) && ((rp == NONE && (repoch == 0 || MSG_HOLDS(rgen))) ||
+		                            (rp == n && MSG_HOLDS(rgen))) ->
 #else
-		:: (mf & WIT_F_PRIMARY) && (rp == NONE || rp == n) ->
+		:: (mf & WIT_F_PRIMARY) && ((rp == NONE && (repoch == 0 || MSG_HOLDS(rgen))) || rp == n) ->
+#endif
+#else
+		:: (mf & WIT_F_PRIMARY) && (rp == NONE || (rp == n && MSG_HOLDS(rgen))) ->
 #endif
 			if
 			:: rp == NONE ->
@@ -834,6 +989,8 @@ inline wit_handle(n)
 		printf("W: REPORT of %c: result %d; record %d gen %d synced %d\n", 'A' + n, res, rp,
 		       rgen, rsync);
 		fw[n]!WIT_REPORT_ACK, res, reason, rp, mf, mtag
+	:: mt == WIT_PING ->
+		fw[n]!WIT_PONG, WIT_R_OK, WIT_NONE, NONE, 0, mtag
 	:: mt == WIT_CLAIM ->
 		/* on_claim: pending (in place of an earlier one, never answered
 		 * then), and decided at once */
@@ -863,15 +1020,60 @@ inline wit_decide(n)
 	if
 	:: outc != WIT_WAIT -> answer_claim(n, outc, reason)
 	:: outc == WIT_WAIT -> answer_claim(n, WIT_DENY, reason) /* witness-timeout */
-	:: outc == WIT_WAIT -> skip /* waits on */
-	fi;
+	fi; /* (waiting on is not taking this step) */
 	outc = 0; reason = 0
 }
 
 /* ================= the handshake (repl_hs.c handshake_decide) ================= */
 
+/* L6: a primary without a lease that meets a primary peer steps down and
+ * gives up its branch, like a deposed one (its connection is the new one) */
+inline hs_yield(n)
+{
+	printf("%c: meets a primary peer without a lease: steps down\n", 'A' + n);
+	step_down(n);
+	give_up_branch(n);
+	if
+	:: disk[n] == VOL_UPTODATE || disk[n] == VOL_CONSISTENT -> set_disk(n, VOL_OUTDATED)
+	:: else -> skip
+	fi
+}
+
 inline handshake(hv, hb, isrc)
 {
+	/* both ends of the last connection have closed: the peer leases it
+	 * gave are dropped (L1) */
+	lp[A] = false;
+	lp[B] = false;
+	if
+	:: role[A] == VOL_PRIMARY && role[B] == VOL_PRIMARY ->
+#ifdef MUT_HS_BOTH_STEP_DOWN
+		/* L6 as first stated: every primary without a lease yields */
+		hb = !lw[A];
+		isrc = !lw[B];
+		if
+		:: hb -> hs_yield(A)
+		:: else -> skip
+		fi;
+		if
+		:: isrc -> hs_yield(B)
+		:: else -> skip
+		fi;
+#else
+		/* L6: a primary without a lease yields to a primary holding one
+		 * (the witness acknowledged that one as the record's primary);
+		 * two without a lease refuse (split brain) until N4 or the
+		 * witness settles it: either may hold writes the other lacks */
+		if
+		:: !lw[A] && lw[B] -> hs_yield(A)
+		:: !lw[B] && lw[A] -> hs_yield(B)
+		:: else -> skip
+		fi;
+#endif
+		hb = false;
+		isrc = false
+	:: else -> skip
+	fi;
 	/* gen_decide (repl_gen.c) from A's side; me_first: "A" sorts first.
 	 * Both sides merged the bitmaps: has_bits is either's bits. */
 	hb = (bits[A] || bits[B]);
@@ -1036,9 +1238,61 @@ inline admin_granted(n, f)
 	:: role[n] == VOL_PRIMARY -> skip
 	:: role[n] != VOL_PRIMARY && pl && role[OTHER(n)] == VOL_PRIMARY -> claim_result[n] = 2
 	:: role[n] != VOL_PRIMARY && !(pl && role[OTHER(n)] == VOL_PRIMARY) &&
-	   (disk[n] != VOL_UPTODATE || rstate[n] == RR_SYNCTARGET) -> claim_result[n] = 2
+	   (disk[n] != VOL_UPTODATE || rstate[n] == RR_SYNCTARGET || !PEER_LEASE_GONE(n)) ->
+		claim_result[n] = 2
 	:: role[n] != VOL_PRIMARY && !(pl && role[OTHER(n)] == VOL_PRIMARY) &&
-	   disk[n] == VOL_UPTODATE && rstate[n] != RR_SYNCTARGET -> promote_now(n)
+	   disk[n] == VOL_UPTODATE && rstate[n] != RR_SYNCTARGET && PEER_LEASE_GONE(n) ->
+		promote_now(n)
+	fi
+}
+
+/* L1: a witness answer that renews the lease (an ok REPORT_ACK of a primary
+ * report, a grant, a PONG on a session where the witness acknowledged this
+ * node as primary), unless its request was sent before the lease last ran
+ * out or the witness dropped the session after answering (TAG_OLD_LEASE) */
+inline renew_w(n, tag)
+{
+	if
+#ifdef MUT_LEASE_RECV_ANCHOR
+	:: role[n] == VOL_PRIMARY -> lw[n] = true /* the seeded bug: anchored at receipt */
+#else
+	:: role[n] == VOL_PRIMARY && !((tag) & TAG_OLD_LEASE) -> lw[n] = true
+#endif
+	:: else -> skip
+	fi
+}
+
+/* C5: a grant this node does not act on as the answer to its claim (the
+ * claim was withdrawn, or it may no longer claim): it promotes if it may;
+ * else (as the model found it must be) it keeps the grant: releasing the
+ * record (C5 as first stated) loses liveness (README, "Findings") */
+inline withdrawn_grant(n, f, tag)
+{
+	if
+	:: role[n] == VOL_PRIMARY -> skip
+#ifndef MUT_DROP_WITHDRAWN_GRANT
+	:: role[n] != VOL_PRIMARY && MAY_PROMOTE(n) ->
+		printf("%c: a grant of a withdrawn claim: promoted\n", 'A' + n);
+		promote_now(n);
+		wackp[n] = true;
+		renew_w(n, tag)
+	:: role[n] != VOL_PRIMARY && !MAY_PROMOTE(n) ->
+#else
+	:: role[n] != VOL_PRIMARY ->
+#endif
+#ifdef MUT_RELEASE_WITHDRAWN
+		/* C5 as first stated: the record released. Its REPORT races
+		 * the peer's (a primary): if the peer's is first, it is deposed
+		 * (the record names this node), then the record is free and
+		 * no one takes over by itself (liveness) */
+		printf("%c: a grant of a withdrawn claim: releases the record\n", 'A' + n);
+		w_release[n] = true;
+		quorum_kick(n, f)
+#else
+		/* the record keeps naming this node: a primary peer is deposed
+		 * at its next REPORT, and this node, named, takes over (N7) */
+		skip
+#endif
 	fi
 }
 
@@ -1071,7 +1325,54 @@ end_node:
 		STALE(n) ->
 		printf("%c: notices the witness session is gone\n", 'A' + n);
 		w_up[n] = false;
-		session_reset_node(n) /* on_session(false) */
+		session_reset_node(n); /* on_session(false) */
+		do /* what was still on its way on that socket is gone with it */
+		:: fw[n]?_, _, _, _, _, _
+		:: empty(fw[n]) -> break
+		od;
+		skip
+	}
+
+	/* ---- the lease (L1) ---- */
+	/* PING: wit_client.c pings every witness-timeout/4; one that renews is
+	 * sent here once the lease ran out (a renewal of a lease still held
+	 * changes nothing the model tracks), one at a time */
+	:: d_step {
+		role[n] == VOL_PRIMARY && w_up[n] && ws[n] && wackp[n] && !lw[n] && (len(tw[n]) < TWCAP) &&
+		!(tw[n]??[WIT_PING, _, _, _, _, _, _, _]) && !(fw[n]??[WIT_PONG, _, _, _, _, _]) ->
+		/* (into a session the witness closed it would change nothing) */
+		tw[n]!WIT_PING, 0, 0, 0, 0, 0, 0, 0
+	}
+	/* the peer's answer on a connection whose peer's last STATE said
+	 * secondary (its PING answer, a write's ACK): the same, atomic (no
+	 * answer of the peer is in flight once the connection is lost) */
+	:: d_step { role[n] == VOL_PRIMARY && pl && role[o] == VOL_SECONDARY && !lp[n] -> lp[n] = true }
+	/* the lease runs out (LEASE after the anchor of its last renewal): an
+	 * answer to a request sent before renews nothing. Not while both its
+	 * sources are live (its witness session at both ends and its peer
+	 * connected): the peer lease still holds, and every later event whose
+	 * guard reads it (a drop of the session, a lost link) can be ordered
+	 * first, so those runs are covered with the expiry taken after */
+	:: d_step { lw[n] && !(pl && ws[n]) -> printf("%c: witness lease runs out\n", 'A' + n);
+		lw[n] = false; mark_w(n, TAG_OLD_LEASE, false) }
+	/* (while connected, the peer renews it continuously) */
+	:: d_step { lp[n] && !pl -> printf("%c: peer lease runs out\n", 'A' + n); lp[n] = false }
+
+	/* ---- a read on a primary (vol.c), L4: one step, at the moment it
+	 * takes its data ---- */
+	:: d_step {
+		READS && role[n] == VOL_PRIMARY &&
+#ifndef MUT_READ_NO_LEASE
+		LEASE(n) &&
+#endif
+#ifndef MUT_DIRTY_READ
+		held[n] == 0 && pendp[n] == 0 && /* a pending write is waited for */
+#endif
+		(TOP(data[n]) != rtop || TOP(data[n]) < TOP(acked)) ->
+		printf("%c: read returns version %d (acknowledged %d, read before %d)\n", 'A' + n,
+		       TOP(data[n]), TOP(acked), rtop);
+		assert(forced || (TOP(data[n]) >= TOP(acked) && TOP(data[n]) >= rtop)); /* R */
+		rtop = TOP(data[n])
 	}
 
 	/* ---- quorum_kick (repl_quorum.c), on every event and tick ---- */
@@ -1086,10 +1387,15 @@ end_node:
 		/* Q5: only an answer to a message sent since the last refresh or
 		 * release says what the record is now */
 		if
-		:: !(mtag & TAG_STALE) -> w_primary[n] = mprim; w_heard[n] = true
+		:: mt != WIT_PONG && !(mtag & TAG_STALE) -> w_primary[n] = mprim; w_heard[n] = true
 		:: else -> skip
 		fi;
 		if
+		:: mt == WIT_PONG ->
+			if
+			:: wackp[n] -> renew_w(n, mtag) /* L1 */
+			:: else -> skip
+			fi
 		:: mt == WIT_REPORT_ACK ->
 			/* the answer to the oldest REPORT in flight (FIFO): N1 counts
 			 * it if no REPORT with SYNCED was sent after it */
@@ -1115,8 +1421,17 @@ end_node:
 				fi;
 				/* N1 */
 				if
-				:: (mflags & WIT_F_PRIMARY) && !(mflags & WIT_F_SYNCED) && nsync[n] == 0 ->
+				:: (mflags & WIT_F_PRIMARY) && !(mflags & WIT_F_SYNCED) && nsync[n] == 0 &&
+				   !(mtag & TAG_OLD_GEN) ->
 					alone[n] = true
+				:: else -> skip
+				fi;
+				/* L1: the witness acknowledged this node as the record's
+				 * primary on this session */
+				if
+				:: (mflags & WIT_F_PRIMARY) && role[n] == VOL_PRIMARY ->
+					wackp[n] = true;
+					renew_w(n, mtag)
 				:: else -> skip
 				fi;
 				if
@@ -1129,14 +1444,23 @@ end_node:
 				quorum_kick(n, f)
 			fi
 		:: mt == WIT_CLAIM_REPLY && !(claim_out[n] && !(mtag & TAG_OLD_CLAIM)) ->
-			skip /* Q4: not the claim in flight */
+			/* Q4: not the claim in flight. C5: a grant of a claim
+			 * withdrawn here (none in flight now) */
+			if
+			:: mres == WIT_R_OK && !claim_out[n] -> withdrawn_grant(n, f, mtag)
+			:: else -> skip
+			fi
 		:: mt == WIT_CLAIM_REPLY && claim_out[n] && !(mtag & TAG_OLD_CLAIM) ->
 			claim_out[n] = false;
 			if
 			:: mres == WIT_R_OK && claim_want[n] == CLAIM_ADMIN ->
 				claim_want[n] = CLAIM_NONE;
 #ifndef MUT_ADMIN_LATCH
-				admin_granted(n, f)
+				admin_granted(n, f);
+				if
+				:: role[n] == VOL_PRIMARY -> wackp[n] = true; renew_w(n, mtag)
+				:: else -> skip
+				fi
 #else
 				/* the seeded bug: the grant is kept for the command's
 				 * next call, which may come much later */
@@ -1145,8 +1469,11 @@ end_node:
 			:: mres == WIT_R_OK && claim_want[n] != CLAIM_ADMIN ->
 				claim_want[n] = CLAIM_NONE;
 				if
-				:: MAY_CLAIM(n) -> promote_now(n) /* N6, N7 */
-				:: else -> skip /* Q4 */
+				:: MAY_CLAIM(n) && PEER_LEASE_GONE(n) -> /* N6, N7 */
+					promote_now(n);
+					wackp[n] = true;
+					renew_w(n, mtag)
+				:: else -> withdrawn_grant(n, f, mtag) /* Q4, C5 */
 				fi
 			:: mres != WIT_R_OK && claim_want[n] == CLAIM_ADMIN ->
 				claim_want[n] = CLAIM_NONE;
@@ -1167,7 +1494,8 @@ end_node:
 
 	/* ---- a client write on a primary (repl_write.c fg_go, fg_finish) ---- */
 	:: d_step {
-		MAY_WRITE(n) && role[n] == VOL_PRIMARY && nw < MAXW && (!pl || (len(pc[o]) < PCCAP)) ->
+		MAY_WRITE(n) && role[n] == VOL_PRIMARY && LEASE(n) && nw < MAXW &&
+		(!pl || (len(pc[o]) < PCCAP)) -> /* L5: only with a lease */
 		k = 1 << nw;
 		printf("%c: client write %d (to the peer %d)\n", 'A' + n, k, pl);
 		nw++;
@@ -1286,6 +1614,8 @@ end_node:
 		fi;
 		mdprim[n] = false;
 		role[n] = VOL_SECONDARY;
+		lw[n] = false; /* L5: a secondary holds no lease */
+		lp[n] = false;
 		w_release[n] = true; /* W2: an orderly demotion */
 		if
 		:: pl -> quorum_peer_role(o) /* send_state */
@@ -1294,14 +1624,25 @@ end_node:
 		quorum_kick(n, f)
 	}
 
-	/* ---- this node crashes and starts again ---- */
-	:: d_step {
+	/* ---- this node crashes and starts again; I1: or starts with empty
+	 * metadata (its data directory wiped: a new disk, a new host with the
+	 * same name) ---- */
+	:: atomic {
 		NODE_CRASH && faults < MAXF ->
 		faults++;
-		printf("%c: crash and restart\n", 'A' + n);
-		/* the peer sees the connection close */
+		if
+		:: pwp = false
+		:: WIPE -> pwp = true
+		fi;
+		k = pwp; /* wipe */
+		printf("%c: crash and restart (wiped %d)\n", 'A' + n, k);
+		/* the peer sees the connection close, and drops the peer lease it
+		 * held; this node's leases go with its process */
+		lw[n] = false;
+		lp[n] = false;
 		if
 		:: pl ->
+			lp[o] = false;
 			pl = false;
 			flush_pc();
 			pwp = (role[n] == VOL_PRIMARY);
@@ -1330,7 +1671,26 @@ end_node:
 		claim_want[n] = CLAIM_NONE;
 		claim_result[n] = 0;
 		claim_force[n] = false; /* (tandemctl gets an error) */
-		w_release[n] = false
+		w_release[n] = false;
+		if
+		:: k ->
+			/* I1: empty metadata: secondary, inconsistent, gen EMPTY,
+			 * no history, no bitmap, no data */
+			wiped = wiped | (1 << n);
+			gcur[n] = GEN_EMPTY;
+			gbm[n] = GEN_NONE;
+			gh0[n] = 0;
+			gh1[n] = 0;
+			gh2[n] = 0;
+			gh3[n] = 0;
+			bits[n] = false;
+			al[n] = false;
+			crashed_prim[n] = false;
+			data[n] = 0;
+			disk[n] = VOL_INCONSISTENT
+		:: else -> skip
+		fi;
+		k = 0
 	}
 	od
 }
@@ -1353,8 +1713,15 @@ end_witness:
 	:: d_step { pend_on[B] && (len(fw[B]) < FWCAP) -> wit_decide(B) }
 	/* W3.3: the grace ends witness-timeout after the start; by then no
 	 * node still believes in a session from before the restart (it would
-	 * have heard nothing for witness-timeout) */
-	:: d_step { grace && !STALE(A) && !STALE(B) -> grace = false; printf("W: grace over\n") }
+	 * have heard nothing for witness-timeout), and every lease renewed on
+	 * one has run out (anchored before the restart) */
+	:: d_step { grace && !STALE(A) && !STALE(B) && !(lw[A] && !ws[A]) && !(lw[B] && !ws[B]) ->
+		grace = false; printf("W: grace over\n") }
+	/* the witness's end of a session ends, the node's stays up (wdrop_flush) */
+	:: d_step { WDROP && faults < MAXF && ws[A] -> faults++; printf("W: drops A's session\n");
+		wdrop_flush(A); mark_w(A, TAG_OLD_LEASE, false) }
+	:: d_step { WDROP && faults < MAXF && ws[B] -> faults++; printf("W: drops B's session\n");
+		wdrop_flush(B); mark_w(B, TAG_OLD_LEASE, false) }
 	/* the witness crashes and starts again: the record is what the state
 	 * file holds; every session is gone (the nodes notice: STALE) */
 	:: d_step {
@@ -1447,12 +1814,33 @@ end_env:
 
 #define P1 (!(ACCEPTING(A) && ACCEPTING(B)))
 #define P2 (forced || ((!ACCEPTING(A) || HOLDS_ALL(A)) && (!ACCEPTING(B) || HOLDS_ALL(B))))
+#define P4 (forced || wiped != 0 || (acked & ~(data[A] | data[B])) == 0)
 
 proctype Monitor()
 {
 end_monitor:
-	d_step { !(P1 && P2) -> assert(P1 && P2) }
+	d_step { !(P1 && P2 && P4) -> assert(P1 && P2 && P4) }
 }
+
+#ifdef LIVENESS
+/* Liveness: once no link is cut any more (faults are bounded, so crashes
+ * end too), some node is primary from some point on. Checked with weak
+ * fairness (spin -a -f): a process that can always move eventually moves. */
+#define STABLE (!cutAB && !cutW[A] && !cutW[B])
+#define SOME_PRIMARY (role[A] == VOL_PRIMARY || role[B] == VOL_PRIMARY)
+ltl live { (<>[] STABLE) -> (<>[] SOME_PRIMARY) }
+/* time goes on when every other process is blocked: a state where no one
+ * can move is a run that stays there (pan's stutter extension is not taken
+ * under -f), a process of its own so that it starves no other step */
+bool tick;
+proctype Clock()
+{
+end_clock:
+	do
+	:: tick = !tick
+	od
+}
+#endif
 
 #ifdef PROBE
 /* Reachability: spin reports a "violation" when the state can be reached,
@@ -1472,6 +1860,17 @@ end_monitor:
 #elif PROBE == 5
 /* A acknowledges alone on a session the restarted witness no longer has */
 #define PROBE_STATE (STALE(A) && ALONE_OK(A) && role[A] == VOL_PRIMARY)
+#elif PROBE == 6
+/* B took over and a read there returns the write it acknowledged */
+#define PROBE_STATE (role[B] == VOL_PRIMARY && LEASE(B) && acked != 0 && rtop == TOP(acked) && \
+	rtop == TOP(data[B]))
+#elif PROBE == 7
+/* B wants to claim and waits for A's peer lease to run out (L3) */
+#define PROBE_STATE (!pl && claim_want[B] != CLAIM_NONE && !claim_out[B] && lp[A] && \
+	role[A] == VOL_PRIMARY)
+#elif PROBE == 8
+/* A, wiped, is primary again after a full sync from B (I1) */
+#define PROBE_STATE ((wiped & 1) && role[A] == VOL_PRIMARY && HOLDS_ALL(A))
 #else
 #define PROBE_STATE false
 #endif
@@ -1505,6 +1904,7 @@ init {
 		rgen = 2;
 		rsync = true;
 		repoch = 1;
+		lp[A] = true; /* B's last STATE said secondary */
 #ifndef COLD_START
 		/* both sessions up, each node's last REPORT answered */
 		w_up[A] = true;
@@ -1521,8 +1921,13 @@ init {
 		w_heard[B] = true;
 		w_primary[A] = A;
 		w_primary[B] = A;
+		wackp[A] = true;
+		lw[A] = true;
 #endif
 		run Monitor();
+#ifdef LIVENESS
+		run Clock();
+#endif
 #ifdef PROBE
 		run Probe();
 #endif
