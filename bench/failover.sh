@@ -40,6 +40,8 @@ cleanup() {
 	rm -rf "$W"
 }
 trap cleanup EXIT
+# a signal ends the client (it waits on its stop file) and then the run
+trap 'touch "$W/stop"; exit 143' TERM INT
 command -v python3 >/dev/null || { echo "bench: python3 missing"; exit 77; }
 [ -x "$BIN/tandemd" ] || make -s all
 

@@ -243,6 +243,7 @@ void repl_shutdown(struct repl *r)
 	ev_timer_cancel(r->ev, &r->retry);
 	net_dial_cancel(&r->dial);
 	net_dial_cancel(&r->probe);
+	ev_timer_cancel(r->ev, &r->probe_again);
 	{
 		struct list *pos, *tmp;
 		list_for_each_safe (pos, tmp, &r->bound)
@@ -269,6 +270,7 @@ void repl_free(struct repl *r)
 	ev_undefer(r->ev, &r->drop_kick);
 	net_dial_close(&r->dial);
 	net_dial_close(&r->probe);
+	ev_timer_cancel(r->ev, &r->probe_again);
 	/* The AL may only be emptied once the data it covers is durable; a
 	 * bitmap that could not be written keeps the metadata unclean (V4). */
 	if (r->v->bs->ops->sync(r->v->bs) < 0 || bm_sync(r->bm)) {

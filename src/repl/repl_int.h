@@ -145,6 +145,8 @@ struct repl {
 	bool peer_gone;
 	struct net_dial probe; /* that connect; probe_t0: when it began */
 	uint64_t probe_t0;
+	struct ev_timer probe_again; /* the next try (a dying daemon may accept) */
+	unsigned probe_tries;
 	/* what the peer said last */
 	bool have_peer;
 	struct repl_state peer;

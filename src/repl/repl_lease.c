@@ -36,6 +36,8 @@
 
 #include "../common/log.h"
 
+static void probe_done(struct net_dial *d, int fd);
+
 void lease_init(struct repl *r)
 {
 	uint64_t t = MIN((uint64_t)r->cfg->peer_timeout_ms, (uint64_t)r->cfg->witness_timeout_ms);
@@ -90,12 +92,40 @@ bool peer_lease_gone(const struct repl *r)
 	       ev_now(r->ev) - r->peer_rx_ns >= r->timeout_ns;
 }
 
+/* A daemon that is being killed may still accept for a moment: the kernel
+ * tears its listener down after the sockets of its connections (io_uring
+ * holds both until the ring goes). A connect that succeeds is tried again a
+ * few times before it counts as "a daemon listens". */
+#define PROBE_TRIES 4
+#define PROBE_GAP_NS (100ull * 1000000ull)
+
+static void probe_start(struct repl *r)
+{
+	int rc;
+
+	r->probe_t0 = ev_now(r->ev);
+	r->probe_tries++;
+	rc = net_dial(&r->probe, r->ev, (struct sockaddr *)&r->dial_sa, r->dial_salen, probe_done);
+	if (rc == -ECONNREFUSED)
+		probe_done(&r->probe, rc);
+}
+
+static void probe_again(struct ev_timer *t)
+{
+	struct repl *r = container_of(t, struct repl, probe_again);
+
+	if (!r->conn && !r->shutting_down && !r->probe.busy)
+		probe_start(r);
+}
+
 static void probe_done(struct net_dial *d, int fd)
 {
 	struct repl *r = container_of(d, struct repl, probe);
 
 	if (fd >= 0) {
-		close(fd); /* a daemon listens: it may be the peer, alive */
+		close(fd); /* a daemon listens: the peer alive, or dying */
+		if (r->probe_tries < PROBE_TRIES && !r->conn && !r->shutting_down)
+			ev_timer_arm(r->ev, &r->probe_again, PROBE_GAP_NS);
 		return;
 	}
 	if (fd != -ECONNREFUSED || r->conn || r->shutting_down)
@@ -105,20 +135,19 @@ static void probe_done(struct net_dial *d, int fd)
 	quorum_kick(r);
 }
 
-/* LE4: dials the peer's replication address once. Only a refusal counts;
- * a connect that succeeds (a daemon listens: the peer, restarted or never
- * gone) or that hangs (a cut link) leaves the wait of peer-timeout. */
+/* LE4: dials the peer's replication address. Only a refusal counts; a
+ * connect that succeeds PROBE_TRIES times (a daemon listens: the peer,
+ * restarted or never gone) or that hangs (a cut link) leaves the wait of
+ * peer-timeout. */
 void peer_probe(struct repl *r)
 {
-	int rc;
-
 	r->peer_gone = false;
 	if (r->probe.busy || r->shutting_down || !r->wc)
 		return;
-	r->probe_t0 = ev_now(r->ev);
-	rc = net_dial(&r->probe, r->ev, (struct sockaddr *)&r->dial_sa, r->dial_salen, probe_done);
-	if (rc == -ECONNREFUSED)
-		probe_done(&r->probe, rc);
+	ev_timer_cancel(r->ev, &r->probe_again);
+	r->probe_again.fn = probe_again;
+	r->probe_tries = 0;
+	probe_start(r);
 }
 
 void lease_tick(struct repl *r)
