@@ -4,7 +4,7 @@
 # (errors: 0, the search complete); every reachability probe and every
 # seeded bug (mutant) must make spin report a violation.
 #
-#   bash tests/model/run.sh          the set make test runs (about 5 minutes
+#   bash tests/model/run.sh          the set make test runs (about 4 minutes
 #                                    on 2 cores)
 #   bash tests/model/run.sh --full   also the larger configurations and the
 #                                    mutants found only late (make model;
