@@ -278,6 +278,7 @@ static void handshake_decide(struct rconn *c)
 	r->backoff_ms = RETRY_MIN_MS;
 	hs_set_stage(c, ST_RUN);
 	r->peer_gone = false;
+	r->peer_gone_claim = false;
 	r->have_peer = true;
 	r->peer = c->pst;
 	r->features = c->features;

@@ -143,6 +143,7 @@ struct repl {
 	 * heard from, and whether a connect to its address was refused since */
 	uint64_t peer_rx_ns;
 	bool peer_gone;
+	bool peer_gone_claim;  /* the next claim says so (WIT_F_PEER_GONE), once */
 	struct net_dial probe; /* that connect; probe_t0: when it began */
 	uint64_t probe_t0;
 	struct ev_timer probe_again; /* the next try (a dying daemon may accept) */

@@ -131,6 +131,7 @@ static void probe_done(struct net_dial *d, int fd)
 	if (fd != -ECONNREFUSED || r->conn || r->shutting_down)
 		return; /* no answer, or a new connection: says nothing */
 	r->peer_gone = true;
+	r->peer_gone_claim = true;
 	log_info("volume %s: %s refuses connections: its daemon is gone", r->v->name, peer_name(r));
 	quorum_kick(r);
 }
@@ -142,6 +143,7 @@ static void probe_done(struct net_dial *d, int fd)
 void peer_probe(struct repl *r)
 {
 	r->peer_gone = false;
+	r->peer_gone_claim = false;
 	if (r->probe.busy || r->shutting_down || !r->wc)
 		return;
 	ev_timer_cancel(r->ev, &r->probe_again);

@@ -153,10 +153,14 @@ static void send_claim(struct repl *r)
 		 (r->w_claim_want != CLAIM_ADMIN ? 0
 		  : r->w_claim_force             ? WIT_F_ADMIN | WIT_F_FORCE
 						 : WIT_F_ADMIN) |
-			 (r->peer_gone && !peer_connected(r) ? WIT_F_PEER_GONE : 0));
+			 (r->peer_gone_claim && !peer_connected(r) ? WIT_F_PEER_GONE : 0));
 	m.seq = ++r->w_seq;
 	if (!wit_client_send(r->wc, WIT_CLAIM, &m))
 		return;
+	/* The refusal speaks for that moment: a claim sent later (this one
+	 * denied, the peer restarted and made primary again since) waits out
+	 * the witness's view of the peer like any other. */
+	r->peer_gone_claim = false;
 	r->w_claim_seq = m.seq;
 	r->w_claim_ns = ev_now(r->ev);
 	log_info("volume %s: asking the witness to make this node primary%s", r->v->name,
