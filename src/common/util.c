@@ -193,3 +193,9 @@ void *alloc_aligned(size_t len)
 		return NULL;
 	return p;
 }
+
+bool buf_is_zero(const void *p, size_t len)
+{
+	const uint8_t *b = p;
+	return len == 0 || (b[0] == 0 && memcmp(b, b + 1, len - 1) == 0);
+}

@@ -3,6 +3,7 @@
 #ifndef TANDEM_UTIL_H
 #define TANDEM_UTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <netinet/in.h>
@@ -36,5 +37,7 @@ char *log_escape(char *out, size_t cap, const void *in, size_t len);
 /* Page-aligned buffer suitable for O_DIRECT; free with free(). From 1 MiB up
  * it takes whole 2 MiB huge pages where the kernel has them (util.c). */
 void *alloc_aligned(size_t len);
+/* Every byte of p[0..len) is zero (true for len 0). */
+bool buf_is_zero(const void *p, size_t len);
 
 #endif

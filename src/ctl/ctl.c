@@ -187,7 +187,9 @@ size_t ctl_status_json(const struct ctl_info *info, const char *only, char *out,
 			    "\"resync_window_bytes\":%llu,\"resync_request_bytes\":%llu,"
 			    "\"resync_sent_bytes\":%llu,\"resync_zero_bytes\":%llu,"
 			    "\"resync_same_bytes\":%llu,\"verify\":{\"state\":\"%s\","
-			    "\"percent\":%.1f,\"mismatch_ranges\":%llu,\"mismatch_bytes\":%llu}}",
+			    "\"percent\":%.1f,\"mismatch_ranges\":%llu,\"mismatch_bytes\":%llu},"
+			    "\"link\":{\"wire_bytes\":%llu,\"data_bytes\":%llu,\"zero_bytes\":%llu,"
+			    "\"send_bytes_per_sec\":%llu,\"rtt_ms\":%.3f}}",
 			    b, repl_conn_name(st.conn), repl_rep_name(st.rep),
 			    st.peer_disk < 0 ? "unknown" : vol_disk_name((enum vol_disk)st.peer_disk),
 			    st.peer_role < 0 ? "unknown" : vol_role_name((enum vol_role)st.peer_role),
@@ -201,7 +203,11 @@ size_t ctl_status_json(const struct ctl_info *info, const char *only, char *out,
 			    (unsigned long long)st.resync_zero_bytes,
 			    (unsigned long long)st.resync_same_bytes, st.verify,
 			    pct(st.verify_percent), (unsigned long long)st.verify_mismatch_ranges,
-			    (unsigned long long)st.verify_mismatch_bytes);
+			    (unsigned long long)st.verify_mismatch_bytes,
+			    (unsigned long long)st.link_wire_bytes,
+			    (unsigned long long)st.link_data_bytes,
+			    (unsigned long long)st.link_zero_bytes,
+			    (unsigned long long)st.link_send_bytes_per_sec, st.link_rtt_ms);
 		}
 		PUT("]}");
 		first = false;

@@ -135,6 +135,12 @@ struct repl_status {
 	bool witness_session;        /* the witness session is up */
 	const char *witness_primary; /* the primary the witness names, "" none/unknown */
 	unsigned held_writes;        /* writes waiting for quorum */
+	/* the link to the peer, since the daemon started */
+	uint64_t link_wire_bytes;  /* everything sent on the replication connections */
+	uint64_t link_data_bytes;  /* write and resync data sent as data */
+	uint64_t link_zero_bytes;  /* data sent as zero extents instead */
+	uint64_t link_send_bytes_per_sec;
+	double link_rtt_ms; /* the last keepalive's round trip; 0 none yet */
 };
 
 /* Opens the change bitmap and prepares the volume's replication with the

@@ -404,6 +404,11 @@ void repl_get_status(const struct repl *r, struct repl_status *st)
 	st->witness_session = r->w_up;
 	st->witness_primary = r->w_heard ? r->w_primary : "";
 	st->held_writes = r->nheld;
+	st->link_wire_bytes = lk_wire_bytes(r);
+	st->link_data_bytes = r->lk_data_bytes;
+	st->link_zero_bytes = r->lk_zero_bytes;
+	st->link_send_bytes_per_sec = r->lk_rate_bps;
+	st->link_rtt_ms = (double)r->lk_rtt_ns / 1e6;
 }
 
 /* ---- planned switchover ----

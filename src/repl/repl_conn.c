@@ -16,6 +16,11 @@
 
 #include "../common/log.h"
 
+uint64_t lk_wire_bytes(const struct repl *r)
+{
+	return r->lk_wire_prev + (r->conn ? r->conn->peer.net.bytes_out : 0);
+}
+
 static void conn_lost(struct repl *r, const char *why);
 
 /* ---- small messages ---- */
@@ -226,6 +231,8 @@ static int msg_pong(struct rconn *c, const struct repl_msg *m)
 
 	if (r->demote_cookie && m->u.ping.cookie == r->demote_cookie)
 		r->demote_cookie = 0;
+	if (r->ping_ck[m->u.ping.cookie % 8] == m->u.ping.cookie)
+		r->lk_rtt_ns = now_boot_ns() - r->ping_at[m->u.ping.cookie % 8];
 	lease_pong(r, c, m->u.ping.cookie);
 	return 0;
 }
@@ -433,6 +440,8 @@ static void conn_lost(struct repl *r, const char *why)
 	bool was_run = c && c->hs_stage == ST_RUN;
 
 	r->conn = NULL; /* c stays bound (nbound) until its applies are done */
+	if (c)
+		r->lk_wire_prev += c->peer.net.bytes_out;
 	if (why && was_run)
 		log_warn("volume %s: lost %s: %s", r->v->name, peer_name(r), why);
 	/* What the peer acknowledged but had not made durable may be lost with
@@ -577,6 +586,13 @@ void tick(struct ev_timer *t)
 			r->last_ping_ns = now;
 			peer_ping(r, c, ++r->ping_cookie);
 		}
+	}
+	if (now - r->lk_rate_t0 >= 1000000000ull) {
+		uint64_t b = lk_wire_bytes(r);
+		if (r->lk_rate_t0)
+			r->lk_rate_bps = (b - r->lk_rate_b0) * 1000000000ull / (now - r->lk_rate_t0);
+		r->lk_rate_t0 = now;
+		r->lk_rate_b0 = b;
 	}
 	if (r->rstate == RR_SYNCSOURCE && (r->rs_cap || r->rs_hold_ns))
 		ev_defer(r->ev, &r->rs_kick); /* the token bucket refills, a hold ends */

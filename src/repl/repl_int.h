@@ -242,6 +242,12 @@ struct repl {
 	uint64_t ping_ck[8], ping_at[8]; /* PINGs sent to the peer, by cookie */
 	bool w_named;                    /* the witness named this node on this session */
 	bool lease_shown;                /* the lease as last announced (event, log) */
+	/* link statistics (status "link"), since the daemon started */
+	uint64_t lk_data_bytes; /* WRITE and RS_DATA payload sent as data */
+	uint64_t lk_zero_bytes; /* sent as extents: zero writes, ZERO, TRIM, RS_ZERO */
+	uint64_t lk_wire_prev;  /* bytes on the wire of connections gone */
+	uint64_t lk_rtt_ns;     /* the last PING's round trip; 0 none yet */
+	uint64_t lk_rate_bps, lk_rate_t0, lk_rate_b0; /* wire send rate, per second */
 };
 
 struct repl_server {
@@ -312,6 +318,9 @@ void repl_set_rstate(struct repl *r, enum repl_rep_state s);
 void repl_set_cstate(struct repl *r, enum repl_conn_state s);
 void hs_set_stage(struct rconn *c, enum hs_stage s);
 void verify_set_state(struct repl *r, enum vfy_state s);
+
+/* Bytes this volume's replication put on the wire so far. */
+uint64_t lk_wire_bytes(const struct repl *r);
 
 /* repl_conn.c: connection life: messages out, receiving, peer loss, dialing,
  * keepalive, the listener */

@@ -24,11 +24,6 @@ void digest_of(const void *buf, size_t len, uint8_t out[REPL_DIGEST_LEN])
 		memset(out, 0, REPL_DIGEST_LEN); /* never equal to a real digest by chance */
 }
 
-static bool all_zero(const uint8_t *p, size_t len)
-{
-	return len == 0 || (p[0] == 0 && memcmp(p, p + 1, len - 1) == 0);
-}
-
 /* The source holds nothing but zeros there (a hole or a zeroed extent). */
 static bool region_unmapped(struct repl *r, uint64_t off, uint64_t len)
 {
@@ -213,8 +208,10 @@ static void rs_send_data(struct repl *r, struct rsreq *q)
 		q->io.rep.tx.iov[1].iov_len = q->io.len;
 		q->io.rep.tx.iovcnt = 2;
 		r->rs_sent_bytes += q->io.len;
+		r->lk_data_bytes += q->io.len;
 	} else {
 		r->rs_zero_bytes += q->io.len;
+		r->lk_zero_bytes += q->io.len;
 	}
 	rs_queue(r, q, n);
 }
@@ -320,7 +317,7 @@ static void rs_read_done(struct vol_io *io, int res)
 		rs_send_csum(r, q);
 		return;
 	}
-	q->zero = (r->features & REPL_FEAT_RESYNC2) && all_zero(io->buf, io->len);
+	q->zero = (r->features & REPL_FEAT_RESYNC2) && buf_is_zero(io->buf, io->len);
 	if (r->csum && !q->zero && (r->features & REPL_FEAT_RESYNC2)) {
 		digest_of(io->buf, io->len, q->digest);
 		rs_send_csum(r, q);

@@ -109,6 +109,7 @@ static void fg_send(struct repl *r, struct vol_io *io)
 {
 	struct repl_io w;
 	uint16_t type;
+	bool zero = false;
 	size_t n;
 
 	if (io->type == BS_FLUSH) {
@@ -120,9 +121,12 @@ static void fg_send(struct repl *r, struct vol_io *io)
 					  : io->len > UINT32_MAX - 4095) ||
 		    !slot_take(r, io))
 			goto no_peer;
-		type = io->type == BS_WRITE  ? REPL_WRITE
-		       : io->type == BS_TRIM ? REPL_TRIM
-					     : REPL_ZERO;
+		/* Zero elision: an all-zero write crosses the link as an
+		 * extent; the peer stores zeros (its copy reads the same). */
+		zero = io->type == BS_WRITE && buf_is_zero(io->buf, io->len);
+		type = io->type == BS_WRITE && !zero ? REPL_WRITE
+		       : io->type == BS_TRIM	     ? REPL_TRIM
+						     : REPL_ZERO;
 		w.seq = io->rep.seq;
 		w.off = io->off;
 		w.len = (uint32_t)io->len;
@@ -133,10 +137,13 @@ static void fg_send(struct repl *r, struct vol_io *io)
 	io->rep.tx.iov[0].iov_base = io->rep.hdr;
 	io->rep.tx.iov[0].iov_len = n;
 	io->rep.tx.iovcnt = 1;
-	if (io->type == BS_WRITE) {
+	if (io->type == BS_WRITE && !zero) {
 		io->rep.tx.iov[1].iov_base = io->buf;
 		io->rep.tx.iov[1].iov_len = io->len;
 		io->rep.tx.iovcnt = 2;
+		r->lk_data_bytes += io->len;
+	} else if (io->type != BS_FLUSH) {
+		r->lk_zero_bytes += io->len;
 	}
 	io->rep.tx.done = fg_tx_done;
 	net_send(&r->conn->peer.net, &io->rep.tx);
