@@ -254,21 +254,12 @@ static const char *const node_keys[] = {
 	"replication",           "iscsi",   "nbd", "control", "data-dir", "metrics", "busy-poll",
 	"replication-advertise", "witness", NULL
 };
-static const char *const volume_keys[] = { "size",
-					   "nodes",
-					   "replication",
-					   "async-backlog",
-					   "resync-rate",
-					   "cache",
-					   "bitmap-granularity",
-					   "resync-checksum",
-					   "auth",
-					   "chap-user",
-					   "chap-secret",
-					   "chap-mutual-user",
-					   "chap-mutual-secret",
-					   "failover",
-					   NULL };
+static const char *const volume_keys[] = {
+	"size",          "nodes",       "replication", "async-backlog",      "async-max-lag",
+	"on-congestion", "resync-rate", "cache",       "bitmap-granularity", "resync-checksum",
+	"auth",          "chap-user",   "chap-secret", "chap-mutual-user",   "chap-mutual-secret",
+	"failover",      NULL
+};
 
 static int key_index(const char *const *keys, const char *key)
 {
@@ -574,6 +565,34 @@ static int handle_volume(struct parse *p, const char *key, const char *val)
 			return -1;
 		if (v->async_backlog < (1u << 20)) {
 			fail(p, p->line, key, "async-backlog must be at least 1M");
+			return -1;
+		}
+		return 0;
+	}
+	if (strcmp(key, "async-max-lag") == 0) {
+		char *end;
+		double d;
+		errno = 0;
+		d = strtod(val, &end);
+		if (errno || end == val || *end || !(d >= 0 && d <= 86400)) {
+			fail(p, p->line, key, "'%s' is not a number of seconds from 0 to 86400",
+			     val);
+			return -1;
+		}
+		v->async_max_lag_ms = (uint64_t)(d * 1000 + 0.5);
+		if (d > 0 && v->async_max_lag_ms < 100) {
+			fail(p, p->line, key, "async-max-lag must be 0 (no bound) or at least 0.1");
+			return -1;
+		}
+		return 0;
+	}
+	if (strcmp(key, "on-congestion") == 0) {
+		if (strcmp(val, "ahead") == 0)
+			v->congestion_block = false;
+		else if (strcmp(val, "block") == 0)
+			v->congestion_block = true;
+		else {
+			fail(p, p->line, key, "'%s' is neither ahead nor block", val);
 			return -1;
 		}
 		return 0;

@@ -75,6 +75,8 @@ struct cfg_volume {
 	unsigned nodes[CFG_MAX_NODES]; /* indexes into cfg.nodes; [0] is the first primary */
 	enum cfg_repl replication;
 	uint64_t async_backlog;
+	uint64_t async_max_lag_ms; /* async: the loss window's bound; 0 = none */
+	bool congestion_block;     /* on-congestion = block (default ahead) */
 	uint64_t resync_rate; /* bytes/s; 0 = auto */
 	bool resync_checksum; /* resync compares digests before sending data */
 	bool failover_manual; /* failover = manual: never promoted by the witness alone */

@@ -127,6 +127,21 @@ static int event_line(const struct ctl_server *s, char *buf, size_t len, const c
 			(long long)ts.tv_sec, ts.tv_nsec / 1000000, node, frag);
 }
 
+/* A JSON value: "2026-12-05T02:10:00.123Z" (UTC), or null for 0. */
+static void fmt_time(char *out, size_t cap, uint64_t ns)
+{
+	time_t t = (time_t)(ns / 1000000000ull);
+	struct tm tm;
+
+	if (!ns || !gmtime_r(&t, &tm)) {
+		snprintf(out, cap, "null");
+		return;
+	}
+	snprintf(out, cap, "\"%04d-%02d-%02dT%02d:%02d:%02d.%03uZ\"", tm.tm_year + 1900,
+		 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+		 (unsigned)(ns % 1000000000ull / 1000000ull));
+}
+
 static double pct(double p)
 {
 	return p < 0 ? 0 : p > 100 ? 100 : p;
@@ -174,14 +189,21 @@ size_t ctl_status_json(const struct ctl_info *info, const char *only, char *out,
 		}
 		if (v->repl) {
 			struct repl_status st;
-			char e[256];
+			char e[256], cp[48], eta[32];
 			repl_get_status(v->repl, &st);
+			fmt_time(cp, sizeof(cp), st.consistent_point_ns);
+			if (st.eta_seconds < 0)
+				snprintf(eta, sizeof(eta), "null");
+			else
+				snprintf(eta, sizeof(eta), "%.1f", st.eta_seconds);
 			json_str(b, sizeof(b), st.peer);
 			json_str(e, sizeof(e), st.error);
 			PUT("{\"node\":\"%s\",\"connection\":\"%s\",\"replication\":\"%s\","
 			    "\"disk\":\"%s\",\"role\":\"%s\",\"out_of_sync_bytes\":%llu,"
 			    "\"sync_percent\":%.1f,\"resync_bytes_per_sec\":%llu,"
-			    "\"backlog_bytes\":0,\"lag_seconds\":0.0,\"split_brain\":%s,"
+			    "\"mode\":\"%s\",\"congestion\":\"%s\","
+			    "\"backlog_bytes\":%llu,\"lag_seconds\":%.3f,\"lag_bytes\":%llu,"
+			    "\"consistent_point\":%s,\"eta_seconds\":%s,\"split_brain\":%s,"
 			    "\"error\":\"%s\",\"generation\":\"%016llx\","
 			    "\"bitmap_generation\":\"%016llx\","
 			    "\"resync_window_bytes\":%llu,\"resync_request_bytes\":%llu,"
@@ -191,10 +213,18 @@ size_t ctl_status_json(const struct ctl_info *info, const char *only, char *out,
 			    "\"link\":{\"wire_bytes\":%llu,\"data_bytes\":%llu,\"zero_bytes\":%llu,"
 			    "\"send_bytes_per_sec\":%llu,\"rtt_ms\":%.3f}}",
 			    b, repl_conn_name(st.conn), repl_rep_name(st.rep),
-			    st.peer_disk < 0 ? "unknown" : vol_disk_name((enum vol_disk)st.peer_disk),
-			    st.peer_role < 0 ? "unknown" : vol_role_name((enum vol_role)st.peer_role),
+			    st.peer_disk < 0 ? "unknown"
+					     : vol_disk_name((enum vol_disk)st.peer_disk),
+			    st.peer_role < 0 ? "unknown"
+					     : vol_role_name((enum vol_role)st.peer_role),
 			    (unsigned long long)st.out_of_sync_bytes, pct(st.sync_percent),
 			    (unsigned long long)st.resync_bytes_per_sec,
+			    st.async ? "async" : "sync",
+			    st.ahead     ? "ahead"
+			    : st.blocked ? "blocked"
+					 : "none",
+			    (unsigned long long)st.backlog_bytes, st.lag_seconds,
+			    (unsigned long long)st.lag_bytes, cp, eta,
 			    st.split_brain ? "true" : "false", e,
 			    (unsigned long long)st.gen_current, (unsigned long long)st.gen_bitmap,
 			    (unsigned long long)st.resync_window_bytes,

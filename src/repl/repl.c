@@ -128,6 +128,14 @@ int repl_new(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned se
 	r->timeout_ns = (uint64_t)cfg->peer_timeout_ms * 1000000ull;
 	lease_init(r);
 	r->rs_cap = cv->resync_rate;
+	r->async = cv->replication == CFG_REPL_ASYNC;
+	r->ab_cap = cv->async_backlog;
+	r->max_lag_ns = cv->async_max_lag_ms * 1000000ull;
+	r->congestion_block = cv->congestion_block;
+	r->ab_kick.fn = ab_kick_fn;
+	list_init(&r->ab_queue);
+	list_init(&r->ab_sent);
+	list_init(&r->ab_wait);
 	r->dial.fd = -1;
 	r->probe.fd = -1;
 	r->retry.fn = dial;

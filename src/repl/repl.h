@@ -135,10 +135,17 @@ struct repl_status {
 	bool witness_session;        /* the witness session is up */
 	const char *witness_primary; /* the primary the witness names, "" none/unknown */
 	unsigned held_writes;        /* writes waiting for quorum */
+	/* async (docs/ASYNC.md) */
+	bool async, ahead, blocked;
+	uint64_t backlog_bytes;       /* streamed, not yet acknowledged by the peer */
+	uint64_t lag_bytes;           /* what the peer lacks: backlog and out-of-sync regions */
+	double lag_seconds;           /* the peer holds every write acknowledged before then */
+	uint64_t consistent_point_ns; /* CLOCK_REALTIME of that; 0 the peer holds none */
+	double eta_seconds;           /* to catch up at the observed rate; -1 unknown */
 	/* the link to the peer, since the daemon started */
-	uint64_t link_wire_bytes;  /* everything sent on the replication connections */
-	uint64_t link_data_bytes;  /* write and resync data sent as data */
-	uint64_t link_zero_bytes;  /* data sent as zero extents instead */
+	uint64_t link_wire_bytes; /* everything sent on the replication connections */
+	uint64_t link_data_bytes; /* write and resync data sent as data */
+	uint64_t link_zero_bytes; /* data sent as zero extents instead */
 	uint64_t link_send_bytes_per_sec;
 	double link_rtt_ms; /* the last keepalive's round trip; 0 none yet */
 };

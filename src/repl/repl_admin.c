@@ -404,6 +404,7 @@ void repl_get_status(const struct repl *r, struct repl_status *st)
 	st->witness_session = r->w_up;
 	st->witness_primary = r->w_heard ? r->w_primary : "";
 	st->held_writes = r->nheld;
+	ab_status(r, st);
 	st->link_wire_bytes = lk_wire_bytes(r);
 	st->link_data_bytes = r->lk_data_bytes;
 	st->link_zero_bytes = r->lk_zero_bytes;

@@ -426,6 +426,8 @@ static void fail_pending(struct repl *r)
 			fg_put(r, io);
 		} else if (io->rep.kind == K_RS) {
 			rs_put(r, container_of(io, struct rsreq, io));
+		} else if (io->rep.kind == K_ASYNC) {
+			ab_lost(r, io);
 		} else if (io->rep.kind == K_CLEAN) {
 			io->rep.lres = -ECONNRESET;
 			io->local_done(io, 0);
@@ -470,6 +472,7 @@ static void conn_lost(struct repl *r, const char *why)
 			gen_branch(r);
 	}
 	fail_pending(r);
+	ab_conn_lost(r);
 	rs_abort(r);
 	/* L3: the peer may hold a lease from this node's answers until a lease
 	 * after its last message; a connect that is refused says sooner that it
@@ -590,10 +593,14 @@ void tick(struct ev_timer *t)
 	if (now - r->lk_rate_t0 >= 1000000000ull) {
 		uint64_t b = lk_wire_bytes(r);
 		if (r->lk_rate_t0)
-			r->lk_rate_bps = (b - r->lk_rate_b0) * 1000000000ull / (now - r->lk_rate_t0);
+			r->lk_rate_bps =
+				(b - r->lk_rate_b0) * 1000000000ull / (now - r->lk_rate_t0);
 		r->lk_rate_t0 = now;
 		r->lk_rate_b0 = b;
 	}
+	if (r->rstate == RR_ESTABLISHED)
+		ab_caught_up(r);
+	ab_tick(r);
 	if (r->rstate == RR_SYNCSOURCE && (r->rs_cap || r->rs_hold_ns))
 		ev_defer(r->ev, &r->rs_kick); /* the token bucket refills, a hold ends */
 	if ((r->rstate == RR_SYNCSOURCE || r->rstate == RR_SYNCTARGET ||

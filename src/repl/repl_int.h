@@ -36,7 +36,8 @@
 #define CLEAN_EVERY_NS (2ull * 1000000000ull)
 #define DRAIN_MAX_NS (2ull * 1000000000ull) /* an orderly disconnect waits this long at most */
 
-enum kind { K_FG = 1, K_RS, K_APPLY, K_CLEAN };
+enum kind { K_FG = 1, K_RS, K_APPLY, K_CLEAN, K_ASYNC };
+enum { AB_NONE = 0, AB_STREAMED, AB_MARKED }; /* vol_rep.ab */
 
 enum hs_stage { ST_HELLO = 0, ST_AUTH, ST_STATE, ST_BITMAP, ST_RUN };
 
@@ -242,6 +243,24 @@ struct repl {
 	uint64_t ping_ck[8], ping_at[8]; /* PINGs sent to the peer, by cookie */
 	bool w_named;                    /* the witness named this node on this session */
 	bool lease_shown;                /* the lease as last announced (event, log) */
+	/* the asynchronous stream (repl_async.c) */
+	bool async;              /* replication = async */
+	bool congestion_block;   /* on-congestion = block */
+	uint64_t ab_cap;         /* async-backlog */
+	uint64_t max_lag_ns;     /* async-max-lag; 0 none */
+	bool ab_ahead;           /* writes are marked, not streamed */
+	bool ab_blocked;         /* writes wait for room */
+	bool ab_lag_warned;      /* the lag event said "warning" last */
+	struct list ab_queue;    /* entries not yet handed to the connection */
+	struct list ab_sent;     /* ... handed to it, ack awaited */
+	struct list ab_wait;     /* front-end writes waiting (vol_rep.wlink) */
+	uint64_t ab_bytes;       /* data in both lists: the backlog */
+	uint64_t ab_net_bytes;   /* handed to the connection, not yet written */
+	uint64_t ab_share_bytes; /* stream sent since the last resync request (A5) */
+	uint64_t ab_behind_ns;   /* the peer lacks writes not streamed since; 0 it does not */
+	uint64_t ab_acked_bytes, ab_drain_acc, ab_drain_t0;
+	double ab_drain_bps;
+	struct ev_deferred ab_kick;
 	/* link statistics (status "link"), since the daemon started */
 	uint64_t lk_data_bytes; /* WRITE and RS_DATA payload sent as data */
 	uint64_t lk_zero_bytes; /* sent as extents: zero writes, ZERO, TRIM, RS_ZERO */
@@ -358,9 +377,27 @@ void fg_put(struct repl *r, struct vol_io *io);
 void drop_kick_fn(struct ev_deferred *d);
 /* A write, trim, zero or flush of the volume (vol_submit, through the hook). */
 void repl_submit(struct repl *r, struct vol_io *io);
+/* The rest of fg_go once the stream had its say: the peer part (unless
+ * streamed or marked there), then the local write. */
+void fg_dispatch(struct repl *r, struct vol_io *io);
+void peer_failed(struct repl *r, const struct vol_io *io, int res);
 int msg_ack(struct rconn *c, const struct repl_msg *m);
 bool peer_flush(struct repl *r, struct vol_io *io, void (*done)(struct vol_io *, int));
 void clean_start(struct repl *r);
+
+/* repl_async.c: the asynchronous stream (A1-A6) */
+bool ab_empty(const struct repl *r);
+uint64_t ab_lag_ns(const struct repl *r);
+/* fg_go's part: true when io goes on (fg_dispatch), false when it waits. */
+bool ab_submit(struct repl *r, struct vol_io *io, bool queued_already);
+void ab_kick_fn(struct ev_deferred *d);
+void ab_acked(struct repl *r, struct vol_io *io, int res);
+void ab_lost(struct repl *r, struct vol_io *io);
+void ab_conn_lost(struct repl *r);
+void ab_mark_busy(struct repl *r, uint64_t *busy);
+void ab_caught_up(struct repl *r);
+void ab_tick(struct repl *r);
+void ab_status(const struct repl *r, struct repl_status *st);
 
 /* repl_apply.c: the secondary's apply path and its batched acks */
 void ack_flush_fn(struct ev_deferred *d);

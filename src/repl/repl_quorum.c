@@ -72,7 +72,8 @@ static void release_held(struct repl *r, int res)
 
 bool quorum_hold(struct repl *r, struct vol_io *io)
 {
-	if (!r->wc || io->rep.peer_ok || io->rep.lres)
+	/* a streamed async write counts as the peer's (guarantee 2) */
+	if (!r->wc || io->rep.peer_ok || io->rep.ab == AB_STREAMED || io->rep.lres)
 		return false;
 	if (r->v->role == VOL_PRIMARY && alone_ok(r))
 		return false;

@@ -125,7 +125,7 @@ static void fg_send(struct repl *r, struct vol_io *io)
 		 * extent; the peer stores zeros (its copy reads the same). */
 		zero = io->type == BS_WRITE && buf_is_zero(io->buf, io->len);
 		type = io->type == BS_WRITE && !zero ? REPL_WRITE
-		       : io->type == BS_TRIM	     ? REPL_TRIM
+		       : io->type == BS_TRIM         ? REPL_TRIM
 						     : REPL_ZERO;
 		w.seq = io->rep.seq;
 		w.off = io->off;
@@ -170,16 +170,26 @@ void drop_kick_fn(struct ev_deferred *d)
 		conn_fail(r->conn, "reconnecting to resync what could not be sent");
 }
 
-static void fg_go(struct repl *r, struct vol_io *io)
+void fg_dispatch(struct repl *r, struct vol_io *io)
 {
-	io->rep.pending = 1;
-	if (peer_ready(r)) {
+	if (io->rep.ab != AB_NONE) {
+		/* the stream has it, or marked it */
+	} else if (peer_ready(r)) {
 		fg_send(r, io);
 	} else if (io->type != BS_FLUSH) {
 		gen_branch(r); /* the first write without the peer starts a generation */
 		bm_set_oos(r->bm, io->off, io->len);
 	}
 	vol_local(r->v, io, fg_local_done);
+}
+
+static void fg_go(struct repl *r, struct vol_io *io)
+{
+	io->rep.pending = 1;
+	if ((r->async || !ab_empty(r) || !list_empty(&r->ab_wait)) && r->v->role == VOL_PRIMARY &&
+	    !ab_submit(r, io, false))
+		return; /* waits for room in the stream (ab_kick_fn goes on) */
+	fg_dispatch(r, io);
 }
 
 static void fg_bm_done(struct bm_waiter *w, int err)
@@ -277,7 +287,7 @@ void repl_submit(struct repl *r, struct vol_io *io)
  * or drain). It marked its disk inconsistent before answering; here what it
  * lacks is marked (for a FLUSH, what it had not made durable: the extents of
  * the activity log) and copied to it again (now, or on the next connect). */
-static void peer_failed(struct repl *r, const struct vol_io *io, int res)
+void peer_failed(struct repl *r, const struct vol_io *io, int res)
 {
 	if (r->rstate != RR_SYNCSOURCE) /* once, not per request */
 		log_warn("volume %s: %s failed a %s: %s; it is not up to date until that is "
@@ -334,6 +344,8 @@ int msg_ack(struct rconn *c, const struct repl_msg *m)
 			fg_put(r, io);
 		} else if (io->rep.kind == K_RS) {
 			rs_acked(r, container_of(io, struct rsreq, io), res);
+		} else if (io->rep.kind == K_ASYNC) {
+			ab_acked(r, io, res);
 		} else if (io->rep.kind == K_CLEAN) {
 			if (res < 0) /* the peer failed our FLUSH */
 				peer_failed(r, io, res);
@@ -403,6 +415,7 @@ void clean_start(struct repl *r)
 		struct vol_io *o = container_of(pos, struct vol_io, rep.link);
 		bm_mark_range(r->busy, r->bm, o->off, o->len);
 	}
+	ab_mark_busy(r, r->busy); /* A3 */
 	/* While the peer is away every change is out of sync anyway; a bit may
 	 * only go once both copies of its region are durable (bitmap.h). Only a
 	 * primary sends the peer a FLUSH (R6); a secondary's bits speak of its

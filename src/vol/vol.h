@@ -171,6 +171,8 @@ struct vol_rep {
 	uint8_t kind;           /* src/repl's request kinds */
 	bool peer_ok;           /* the peer acknowledged success */
 	bool stale;             /* resync read overtaken by a foreground write */
+	uint8_t ab;             /* async: 0 not seen by the stream, 1 streamed, 2 marked */
+	struct list wlink;      /* async: waiting for room in the stream */
 	int lres;               /* local result */
 };
 

@@ -48,7 +48,7 @@ write_config2()
 		echo "[volume vol0]"
 		echo "size = ${VOL_SIZE:-128M}"
 		echo "nodes = a b"
-		echo "replication = sync"
+		echo "replication = ${REPL_MODE:-sync}"
 		for line in "$@"; do
 			echo "$line"
 		done

@@ -1,0 +1,507 @@
+/* The primary's asynchronous stream (replication = async, docs/ASYNC.md).
+ *
+ * A front-end write is acknowledged once it is local. Its data is copied
+ * into a stream entry that goes to the peer in submission order; the
+ * entries not yet acknowledged by the peer are the backlog, bounded by
+ * async-backlog bytes. Entries wait here (ab_queue) and are handed to the
+ * connection only while little of the stream is unsent there, so that a
+ * running resync can be given its share of the link between them (A5).
+ *
+ * Invariants:
+ *   A1. The stream keeps the front-end's order: entries are created in the
+ *       order writes reach fg_go (after R3's overlap ordering) and sent in
+ *       that order; the peer applies overlapping ones in arrival order (R5),
+ *       so its image is always an earlier state of this one.
+ *   A2. The backlog (ab_bytes) never exceeds async-backlog: a write that
+ *       does not fit waits (on-congestion = block) or is not streamed at all
+ *       (ahead): its regions are marked out of sync (persistently, through
+ *       the activity log) and a live resync copies them.
+ *   A3. A region with an entry not yet acknowledged is busy for the
+ *       bitmap cleaner: its bits and AL extent stay until the peer has it.
+ *   A4. On connection loss every unacknowledged entry's region is marked
+ *       out of sync and the entries are dropped: the next handshake resyncs
+ *       them. An entry is freed only once both its send and its ack (or the
+ *       loss) are done.
+ *   A5. While a resync runs, at least one resync request goes out for
+ *       every AB_RS_SHARE bytes of stream handed to the connection, so the
+ *       resync keeps a share of the link while writes keep arriving.
+ *   A6. Past async-max-lag, writes wait (as with block) until the lag is
+ *       back under the bound; a sync volume with entries left waits until
+ *       they are acknowledged (a mode switch to sync).
+ * Never: makes a write wait on the link while the backlog has room and the
+ * lag is under its bound. */
+#include "repl_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../common/log.h"
+
+#define AB_NET_MAX (1u << 20)  /* stream handed to the connection and not yet written */
+#define AB_RS_SHARE (2u << 20) /* A5: stream bytes per resync request at most */
+#define AB_LAG_WARN 0.8        /* the lag event fires past this fraction of the bound */
+
+struct abent {
+	struct vol_io io; /* kind K_ASYNC: its slot, seq, header and net_tx */
+	struct repl *r;
+	uint64_t t_ns;    /* when the front-end write reached the stream */
+	uint32_t bytes;   /* data counted in the backlog */
+	bool acked;       /* the peer answered (or the connection is gone) */
+	bool sent;        /* handed to the connection */
+	struct list link; /* r->ab_queue, then r->ab_sent */
+	uint8_t data[];
+};
+
+static uint64_t real_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+bool ab_empty(const struct repl *r)
+{
+	return list_empty(&r->ab_queue) && list_empty(&r->ab_sent);
+}
+
+static struct abent *ab_oldest(const struct repl *r)
+{
+	if (!list_empty(&r->ab_sent))
+		return container_of(r->ab_sent.next, struct abent, link);
+	if (!list_empty(&r->ab_queue))
+		return container_of(r->ab_queue.next, struct abent, link);
+	return NULL;
+}
+
+/* The peer is no longer an earlier state of this copy since now (writes
+ * it lacks are marked, not streamed). */
+static void ab_behind(struct repl *r)
+{
+	if (!r->ab_behind_ns)
+		r->ab_behind_ns = ev_now(r->ev);
+}
+
+uint64_t ab_lag_ns(const struct repl *r)
+{
+	uint64_t now = ev_now(r->ev);
+	const struct abent *e;
+
+	if (r->ab_behind_ns)
+		return now - r->ab_behind_ns;
+	e = ab_oldest(r);
+	return e && now > e->t_ns ? now - e->t_ns : 0;
+}
+
+static void ab_free(struct abent *e)
+{
+	free(e);
+}
+
+static void ab_put(struct abent *e)
+{
+	if (--e->io.rep.pending == 0)
+		ab_free(e);
+}
+
+static void ab_tx_done(struct net_tx *tx, int err)
+{
+	struct abent *e = container_of(tx, struct abent, io.rep.tx);
+	struct repl *r = e->r;
+	(void)err;
+
+	r->ab_net_bytes -= MIN(r->ab_net_bytes, (uint64_t)e->bytes + 64);
+	if (r->conn)
+		ev_defer(r->ev, &r->ab_kick);
+	ab_put(e);
+}
+
+/* The entry leaves the backlog (acknowledged, or its region marked). */
+static void ab_retire(struct repl *r, struct abent *e)
+{
+	list_del(&e->link);
+	r->ab_bytes -= e->bytes;
+	e->acked = true;
+}
+
+/* A4: the connection is gone; every entry's region is out of sync. */
+void ab_conn_lost(struct repl *r)
+{
+	struct list *pos, *tmp;
+	bool any = false;
+
+	list_for_each_safe (pos, tmp, &r->ab_queue) {
+		struct abent *e = container_of(pos, struct abent, link);
+		if (e->io.type != BS_FLUSH) {
+			bm_set_oos(r->bm, e->io.off, e->io.len);
+			any = true;
+		}
+		if (!r->ab_behind_ns || e->t_ns < r->ab_behind_ns)
+			r->ab_behind_ns = e->t_ns;
+		ab_retire(r, e);
+		ab_put(e); /* never sent: the send's part */
+		ab_put(e);
+	}
+	/* (sent ones are in the request slots: fail_pending calls ab_lost) */
+	if (any)
+		gen_branch(r);
+	r->ab_ahead = false;
+	ev_defer(r->ev, &r->ab_kick); /* waiting writes go on without the peer */
+}
+
+void ab_lost(struct repl *r, struct vol_io *io)
+{
+	struct abent *e = container_of(io, struct abent, io);
+
+	if (io->type != BS_FLUSH) {
+		gen_branch(r);
+		bm_set_oos(r->bm, io->off, io->len);
+	}
+	if (!r->ab_behind_ns || e->t_ns < r->ab_behind_ns)
+		r->ab_behind_ns = e->t_ns;
+	ab_retire(r, e);
+	ab_put(e);
+	ev_defer(r->ev, &r->ab_kick);
+}
+
+/* The drain rate: data acknowledged per second while a backlog waited. */
+static void ab_rate(struct repl *r, uint64_t bytes)
+{
+	uint64_t now = ev_now(r->ev);
+
+	r->ab_drain_acc += bytes;
+	if (!r->ab_drain_t0) {
+		r->ab_drain_t0 = now;
+		return;
+	}
+	if (now - r->ab_drain_t0 >= 200000000ull) {
+		double bps = (double)r->ab_drain_acc * 1e9 / (double)(now - r->ab_drain_t0);
+		r->ab_drain_bps = r->ab_drain_bps ? 0.7 * r->ab_drain_bps + 0.3 * bps : bps;
+		r->ab_drain_acc = 0;
+		r->ab_drain_t0 = now;
+	}
+}
+
+void ab_acked(struct repl *r, struct vol_io *io, int res)
+{
+	struct abent *e = container_of(io, struct abent, io);
+
+	if (res < 0) {
+		/* R10: the peer failed it; peer_failed marks and resyncs */
+		ab_retire(r, e);
+		peer_failed(r, io, res);
+		ab_put(e);
+	} else {
+		r->ab_acked_bytes += e->bytes;
+		ab_rate(r, e->bytes);
+		ab_retire(r, e);
+		ab_put(e);
+	}
+	if (ab_empty(r))
+		r->ab_drain_t0 = 0; /* idle time is no drain time */
+	ev_defer(r->ev, &r->ab_kick);
+}
+
+/* Hands queued entries to the connection (A1, A5). */
+static void ab_pump(struct repl *r)
+{
+	struct net_conn *nc;
+
+	if (!peer_ready(r))
+		return;
+	nc = &r->conn->peer.net;
+	while (!list_empty(&r->ab_queue) && r->ab_net_bytes < AB_NET_MAX) {
+		struct abent *e = container_of(r->ab_queue.next, struct abent, link);
+		struct repl_io w;
+		size_t n;
+
+		/* A5: a resync request waiting behind the stream goes first now
+		 * and then. */
+		if (nc->bulk_head && r->ab_share_bytes >= AB_RS_SHARE) {
+			net_bulk_pin(nc, nc->bulk_head);
+			r->ab_share_bytes = 0;
+		}
+		if (!slot_take(r, &e->io))
+			return; /* the request window is full: acks make room */
+		if (e->io.type == BS_FLUSH) {
+			n = repl_enc_flush(e->io.rep.hdr, e->io.rep.seq);
+		} else {
+			w.seq = e->io.rep.seq;
+			w.off = e->io.off;
+			w.len = (uint32_t)e->io.len;
+			w.flags = (e->io.flags & BS_F_FUA) ? REPL_F_FUA : 0;
+			n = repl_enc_io(e->io.rep.hdr,
+					e->bytes                ? REPL_WRITE
+					: e->io.type == BS_TRIM ? REPL_TRIM
+								: REPL_ZERO,
+					&w);
+		}
+		e->io.rep.tx.iov[0].iov_base = e->io.rep.hdr;
+		e->io.rep.tx.iov[0].iov_len = n;
+		e->io.rep.tx.iovcnt = 1;
+		if (e->bytes) {
+			e->io.rep.tx.iov[1].iov_base = e->data;
+			e->io.rep.tx.iov[1].iov_len = e->bytes;
+			e->io.rep.tx.iovcnt = 2;
+			r->lk_data_bytes += e->bytes;
+		} else if (e->io.type != BS_FLUSH) {
+			r->lk_zero_bytes += e->io.len;
+		}
+		e->io.rep.tx.done = ab_tx_done;
+		e->sent = true;
+		list_del(&e->link);
+		list_add_tail(&r->ab_sent, &e->link);
+		r->ab_net_bytes += (uint64_t)e->bytes + 64;
+		r->ab_share_bytes += (uint64_t)e->bytes + 64;
+		net_send(nc, &e->io.rep.tx);
+	}
+}
+
+/* A new entry for io at the end of the stream (A1). */
+static bool ab_queue_io(struct repl *r, struct vol_io *io)
+{
+	bool data = io->type == BS_WRITE && !buf_is_zero(io->buf, io->len);
+	struct abent *e;
+
+	if (io->type == BS_WRITE ? io->len > REPL_MAX_DATA : io->len > UINT32_MAX - 4095)
+		return false;
+	e = malloc(sizeof(*e) + (data ? io->len : 0));
+	if (!e)
+		return false;
+	memset(e, 0, sizeof(*e));
+	e->r = r;
+	e->io.type = io->type == BS_WRITE && !data ? BS_ZERO : io->type;
+	e->io.flags = io->flags;
+	e->io.off = io->off;
+	e->io.len = io->len;
+	e->io.vol = r->v;
+	e->io.rep.kind = K_ASYNC;
+	e->io.rep.pending = 2; /* the send and the ack (or the loss) */
+	e->t_ns = ev_now(r->ev);
+	if (data) {
+		memcpy(e->data, io->buf, io->len);
+		e->bytes = (uint32_t)io->len;
+	}
+	list_add_tail(&r->ab_queue, &e->link);
+	r->ab_bytes += e->bytes;
+	io->rep.ab = AB_STREAMED;
+	ab_pump(r);
+	return true;
+}
+
+/* Writes the stream does not carry: marked out of sync, copied by a live
+ * resync (A2). */
+static void ab_mark(struct repl *r, struct vol_io *io)
+{
+	if (io->type == BS_FLUSH)
+		return;
+	ab_behind(r);
+	if (r->rstate == RR_SYNCSOURCE) {
+		uint64_t before = bm_oos_count(r->bm);
+		oos_mark(r, io->off, io->len);
+		r->rs_total += bm_oos_count(r->bm) - before;
+		ev_defer(r->ev, &r->rs_kick);
+		return;
+	}
+	oos_mark(r, io->off, io->len);
+	if (r->rstate == RR_ESTABLISHED && (r->features & REPL_FEAT_RESYNC2) &&
+	    r->vfy_state != VFY_RUNNING && r->peer.role != REPL_ROLE_PRIMARY) {
+		bm_flush(r->bm, NULL);
+		rs_start_live(r);
+		return;
+	}
+	if (r->rstate == RR_ESTABLISHED && r->vfy_state != VFY_RUNNING) {
+		/* no live resync with this peer: a new handshake copies them */
+		gen_branch(r);
+		ev_defer(r->ev, &r->drop_kick);
+	}
+}
+
+static void ab_set_ahead(struct repl *r, bool on)
+{
+	char extra[160];
+
+	if (r->ab_ahead == on)
+		return;
+	r->ab_ahead = on;
+	snprintf(extra, sizeof(extra), "\"backlog_bytes\":%llu,\"lag_seconds\":%.3f",
+		 (unsigned long long)r->ab_bytes, (double)ab_lag_ns(r) / 1e9);
+	if (on)
+		log_warn("volume %s: the backlog to %s is full (%llu bytes): going ahead, new "
+			 "writes are marked out of sync and resynced",
+			 r->v->name, peer_name(r), (unsigned long long)r->ab_bytes);
+	else
+		log_info("volume %s: streaming to %s again", r->v->name, peer_name(r));
+	vol_event(r->v, "congestion", on ? "streaming" : "ahead", on ? "ahead" : "streaming",
+		  extra);
+}
+
+/* Whether io may enter the stream now (A2, A6): 1 yes, 0 it must wait,
+ * -1 it does not fit and the volume goes (or is) ahead. */
+static int ab_admit(struct repl *r, const struct vol_io *io)
+{
+	uint64_t len = io->type == BS_WRITE ? io->len : 0;
+	uint64_t bound = r->max_lag_ns;
+
+	if (bound && ab_lag_ns(r) >= bound * 9 / 10)
+		return 0;
+	if (r->ab_ahead)
+		return -1;
+	if (r->ab_bytes + len > r->ab_cap && !ab_empty(r))
+		return r->congestion_block ? 0 : -1;
+	/* the lag this write will have when it is acknowledged */
+	if (bound && !ab_empty(r)) {
+		double rate = MAX(r->ab_drain_bps, 1.0);
+		double eta_ns = (double)(r->ab_bytes + len) * 1e9 / rate;
+		if (eta_ns > (double)bound * 0.8)
+			return r->ab_drain_bps ? 0 : (r->ab_bytes > (1u << 20) ? 0 : 1);
+	}
+	return 1;
+}
+
+/* fg_go's part for a volume with a stream: true when io goes on to its
+ * local write now (queued, or marked), false when it waits on ab_wait. */
+bool ab_submit(struct repl *r, struct vol_io *io, bool queued_already)
+{
+	int k;
+
+	if (!queued_already && !list_empty(&r->ab_wait)) {
+		list_add_tail(&r->ab_wait, &io->rep.wlink);
+		return false;
+	}
+	if (!r->async) {
+		/* A6: sync again only once the stream is acknowledged */
+		if (!ab_empty(r) && peer_ready(r))
+			goto wait;
+		return true; /* fg_go sends it as a sync write */
+	}
+	if (!peer_ready(r)) {
+		if (io->type != BS_FLUSH) {
+			gen_branch(r);
+			bm_set_oos(r->bm, io->off, io->len);
+			ab_behind(r);
+		}
+		io->rep.ab = AB_MARKED;
+		return true;
+	}
+	if (io->type == BS_FLUSH) {
+		/* a barrier in the stream: the peer keeps the front-end's flush
+		 * order, so a crash of the peer too leaves an earlier state */
+		if (!ab_queue_io(r, io))
+			io->rep.ab = AB_MARKED;
+		return true;
+	}
+	k = ab_admit(r, io);
+	if (k == 0)
+		goto wait;
+	if (k > 0 && ab_queue_io(r, io))
+		return true;
+	ab_set_ahead(r, true);
+	ab_mark(r, io);
+	io->rep.ab = AB_MARKED;
+	return true;
+wait:
+	if (!queued_already)
+		list_add_tail(&r->ab_wait, &io->rep.wlink);
+	if (!r->ab_blocked) {
+		r->ab_blocked = true;
+		log_info("volume %s: writes wait for the backlog to %s to drain (%llu bytes, lag "
+			 "%.1f s)",
+			 r->v->name, peer_name(r), (unsigned long long)r->ab_bytes,
+			 (double)ab_lag_ns(r) / 1e9);
+	}
+	return false;
+}
+
+/* Runs after acks, sends and state changes: the stream goes on, waiting
+ * writes go when they may, the volume returns from ahead. */
+void ab_kick_fn(struct ev_deferred *d)
+{
+	struct repl *r = container_of(d, struct repl, ab_kick);
+
+	ab_pump(r);
+	if (r->ab_ahead && r->ab_bytes <= r->ab_cap / 2 &&
+	    (!r->max_lag_ns || ab_lag_ns(r) < r->max_lag_ns * 9 / 10))
+		ab_set_ahead(r, false);
+	while (!list_empty(&r->ab_wait)) {
+		struct vol_io *io = container_of(r->ab_wait.next, struct vol_io, rep.wlink);
+		list_del(&io->rep.wlink);
+		if (!ab_submit(r, io, true)) {
+			/* still waits: back at the head */
+			list_add(&r->ab_wait, &io->rep.wlink);
+			return;
+		}
+		fg_dispatch(r, io);
+	}
+	r->ab_blocked = false;
+}
+
+/* A3: regions of entries the peer has not acknowledged. */
+void ab_mark_busy(struct repl *r, uint64_t *busy)
+{
+	struct list *pos, *tmp;
+
+	list_for_each_safe (pos, tmp, &r->ab_queue) {
+		struct abent *e = container_of(pos, struct abent, link);
+		if (e->io.type != BS_FLUSH)
+			bm_mark_range(busy, r->bm, e->io.off, e->io.len);
+	}
+	list_for_each_safe (pos, tmp, &r->ab_sent) {
+		struct abent *e = container_of(pos, struct abent, link);
+		if (e->io.type != BS_FLUSH)
+			bm_mark_range(busy, r->bm, e->io.off, e->io.len);
+	}
+}
+
+/* The resync or the handshake brought the peer up to date: it is an
+ * earlier state of this copy again. */
+void ab_caught_up(struct repl *r)
+{
+	if (bm_oos_count(r->bm) == 0)
+		r->ab_behind_ns = 0;
+}
+
+/* Called once a second by tick: the lag event (an RPO warning). */
+void ab_tick(struct repl *r)
+{
+	uint64_t lag, bound = r->max_lag_ns;
+	char extra[160];
+
+	if (!bound || r->v->role != VOL_PRIMARY)
+		return;
+	lag = ab_lag_ns(r);
+	if (!r->ab_lag_warned && (double)lag > (double)bound * AB_LAG_WARN) {
+		r->ab_lag_warned = true;
+		snprintf(extra, sizeof(extra), "\"lag_seconds\":%.3f,\"async_max_lag\":%.3f",
+			 (double)lag / 1e9, (double)bound / 1e9);
+		log_warn("volume %s: %s lags %.1f s behind (bound %.1f s)", r->v->name,
+			 peer_name(r), (double)lag / 1e9, (double)bound / 1e9);
+		vol_event(r->v, "lag", "ok", "warning", extra);
+	} else if (r->ab_lag_warned && (double)lag < (double)bound * AB_LAG_WARN / 2) {
+		r->ab_lag_warned = false;
+		snprintf(extra, sizeof(extra), "\"lag_seconds\":%.3f,\"async_max_lag\":%.3f",
+			 (double)lag / 1e9, (double)bound / 1e9);
+		vol_event(r->v, "lag", "warning", "ok", extra);
+	}
+}
+
+void ab_status(const struct repl *r, struct repl_status *st)
+{
+	uint64_t lag = ab_lag_ns(r);
+	uint64_t oos = MIN(bm_oos_count(r->bm) * bm_granularity(r->bm), r->v->size);
+	double rate = r->ab_drain_bps + (double)r->rate_bps;
+
+	st->async = r->async;
+	st->ahead = r->ab_ahead;
+	st->blocked = r->ab_blocked;
+	st->backlog_bytes = r->ab_bytes;
+	st->lag_seconds = (double)lag / 1e9;
+	st->lag_bytes = r->ab_bytes + (r->ab_behind_ns || oos ? oos : 0);
+	/* the peer holds an earlier state of this copy as of then; during a
+	 * resync it holds none (its image is a mix) */
+	st->consistent_point_ns =
+		r->have_peer && r->peer.disk == VOL_INCONSISTENT ? 0 : real_ns() - lag;
+	st->eta_seconds = st->lag_bytes == 0 ? 0 : rate > 0 ? (double)st->lag_bytes / rate : -1;
+}
