@@ -79,6 +79,10 @@ enum repl_type {
 	REPL_TYPE_MAX
 };
 
+/* RS_START's gen_bitmap: why the resync starts (0: differences found by
+ * verify or a failed write). Receivers that do not know a value ignore it. */
+#define REPL_RS_WHY_AHEAD 1u /* async: writes the stream did not carry (the target is behind) */
+
 #define REPL_SW_DEMOTE 1u
 #define REPL_SW_PROMOTE 2u
 

@@ -212,7 +212,8 @@ size_t ctl_status_json(const struct ctl_info *info, const char *only, char *out,
 			    "\"percent\":%.1f,\"mismatch_ranges\":%llu,\"mismatch_bytes\":%llu},"
 			    "\"link\":{\"wire_bytes\":%llu,\"data_bytes\":%llu,\"zero_bytes\":%llu,"
 			    "\"send_bytes_per_sec\":%llu,\"rtt_ms\":%.3f}}",
-			    b, repl_conn_name(st.conn), repl_rep_name(st.rep),
+			    b, repl_conn_name(st.conn),
+			    st.behind ? "behind" : repl_rep_name(st.rep),
 			    st.peer_disk < 0 ? "unknown"
 					     : vol_disk_name((enum vol_disk)st.peer_disk),
 			    st.peer_role < 0 ? "unknown"

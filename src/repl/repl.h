@@ -137,6 +137,7 @@ struct repl_status {
 	unsigned held_writes;        /* writes waiting for quorum */
 	/* async (docs/ASYNC.md) */
 	bool async, ahead, blocked;
+	bool behind;                  /* sync target of a catch-up after the primary went ahead */
 	uint64_t backlog_bytes;       /* streamed, not yet acknowledged by the peer */
 	uint64_t lag_bytes;           /* what the peer lacks: backlog and out-of-sync regions */
 	double lag_seconds;           /* the peer holds every write acknowledged before then */

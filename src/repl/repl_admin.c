@@ -368,6 +368,7 @@ void repl_get_status(const struct repl *r, struct repl_status *st)
 	st->conn = r->cstate;
 	st->rep = r->rstate == RR_ESTABLISHED && r->vfy_state == VFY_RUNNING ? RR_VERIFYING
 									     : r->rstate;
+	st->behind = r->rstate == RR_SYNCTARGET && r->behind;
 	st->peer_disk = r->have_peer ? r->peer.disk : -1;
 	st->peer_role = r->have_peer ? (r->peer.role == REPL_ROLE_PRIMARY) : -1;
 	st->out_of_sync_bytes = MIN(oos, r->v->size);
@@ -380,6 +381,15 @@ void repl_get_status(const struct repl *r, struct repl_status *st)
 		st->sync_percent =
 			oos ? 100.0 * (1.0 - (double)st->out_of_sync_bytes / (double)r->v->size)
 			    : 100.0;
+	if (r->rstate == RR_SYNCSOURCE || r->rstate == RR_SYNCTARGET) {
+		/* regions marked during the resync (async ahead) join it: the
+		 * figure holds still until the copy overtakes them */
+		struct repl *m = (struct repl *)r;
+		if (st->sync_percent < m->rs_pct_shown)
+			st->sync_percent = m->rs_pct_shown;
+		else
+			m->rs_pct_shown = st->sync_percent;
+	}
 	st->resync_bytes_per_sec = r->rate_bps;
 	st->resync_window_bytes = r->ctl_armed ? r->ctl.window : 0;
 	st->resync_request_bytes = r->ctl_armed ? r->ctl.piece : 0;

@@ -315,6 +315,7 @@ static void handshake_decide(struct rconn *c)
 			bm_set_all(r->bm);
 		bm_flush(r->bm, NULL);
 		r->rs_total = bm_oos_count(r->bm);
+		r->rs_pct_shown = 0;
 		repl_set_rstate(r, RR_SYNCSOURCE);
 		r->peer.disk = VOL_INCONSISTENT;
 		ev_defer(r->ev, &r->rs_kick);
@@ -324,6 +325,7 @@ static void handshake_decide(struct rconn *c)
 			bm_set_all(r->bm);
 		bm_flush(r->bm, NULL);
 		r->rs_total = bm_oos_count(r->bm);
+		r->rs_pct_shown = 0;
 		vol_set_disk(r->v, VOL_INCONSISTENT);
 		c->target_fails = 0;
 		repl_set_rstate(r, RR_SYNCTARGET);

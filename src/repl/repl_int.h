@@ -164,6 +164,7 @@ struct repl {
 	struct rsrun *rs_run;    /* pieces are being taken from this one */
 	unsigned rs_flushing;    /* RS_DONE flushes in flight */
 	uint64_t rs_bytes, rs_cursor, rs_total, rs_done_bytes;
+	double rs_pct_shown; /* sync_percent never goes backwards within a resync */
 	uint64_t rs_sent_bytes, rs_zero_bytes, rs_same_bytes; /* this connection */
 	struct rsctl ctl;
 	struct ev_timer ctl_timer;
@@ -249,6 +250,7 @@ struct repl {
 	uint64_t ab_cap;         /* async-backlog */
 	uint64_t max_lag_ns;     /* async-max-lag; 0 none */
 	bool ab_ahead;           /* writes are marked, not streamed */
+	bool behind;             /* secondary: the resync running is a catch-up after ahead */
 	bool ab_blocked;         /* writes wait for room */
 	bool ab_lag_warned;      /* the lag event said "warning" last */
 	struct list ab_queue;    /* entries not yet handed to the connection */

@@ -517,8 +517,11 @@ void rs_start_live(struct repl *r)
 {
 	uint8_t b[64];
 
-	send_small(r->conn, b, repl_enc_gen(b, REPL_RS_START, sb(r)->gen_current, 0));
+	send_small(r->conn, b,
+		   repl_enc_gen(b, REPL_RS_START, sb(r)->gen_current,
+				r->ab_ahead ? REPL_RS_WHY_AHEAD : 0));
 	r->rs_total = bm_oos_count(r->bm);
+	r->rs_pct_shown = 0;
 	r->rs_done_bytes = r->rs_sent_bytes = r->rs_zero_bytes = r->rs_same_bytes = 0;
 	r->rs_cursor = 0;
 	r->peer.disk = VOL_INCONSISTENT;
@@ -708,9 +711,16 @@ int msg_rs_start(struct rconn *c, const struct repl_msg *m)
 		conn_fail(c, "unexpected resync start from %s", c->peer_node);
 		return -1;
 	}
-	log_info("volume %s: %s found differences; resync from it starts", r->v->name,
-		 c->peer_node);
+	r->behind = m->u.gen.gen_bitmap == REPL_RS_WHY_AHEAD;
+	if (r->behind)
+		log_info("volume %s: %s is ahead (its async backlog overflowed): this node is "
+			 "behind until the resync from it ends",
+			 r->v->name, c->peer_node);
+	else
+		log_info("volume %s: %s found differences; resync from it starts", r->v->name,
+			 c->peer_node);
 	r->rs_total = 0;
+	r->rs_pct_shown = 0;
 	vol_set_disk(r->v, VOL_INCONSISTENT);
 	c->target_fails = 0;
 	repl_set_rstate(r, RR_SYNCTARGET);
