@@ -29,6 +29,9 @@ static void usage(FILE *f)
 		   "  connect VOLUME | disconnect VOLUME | verify VOLUME | invalidate VOLUME\n"
 		   "  switchover VOLUME [NODE]       planned: the primary demotes, NODE (or the\n"
 		   "                                other node) promotes; waits for both\n"
+		   "  set VOLUME KEY=VALUE...       replication=sync|async, async-backlog=SIZE,\n"
+		   "                                async-max-lag=SEC, on-congestion=ahead|block\n"
+		   "                                (this node, at once, until it restarts)\n"
 		   "  events\n"
 		   "  witness-status                (-c FILE only) what the cluster's witness "
 		   "holds\n");

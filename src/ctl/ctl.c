@@ -422,6 +422,27 @@ static void run_command(struct ctl_conn *c, int argc, char **argv)
 						"not yet");
 		else
 			out_add(c, "error %s\n", msg[0] ? msg : strerror(-r));
+	} else if (strcmp(cmd, "set") == 0 && argc >= 3) {
+		struct vol *v = find(s, argv[1]);
+		char msg[256] = "";
+		if (!v || !v->repl) {
+			out_add(c, "error no replicated volume named '%s' on node %s\n", argv[1],
+				s->info.node);
+			return;
+		}
+		for (int i = 2; i < argc; i++) {
+			char *eq = strchr(argv[i], '=');
+			if (!eq) {
+				out_add(c, "error usage: set VOLUME KEY=VALUE...\n");
+				return;
+			}
+			*eq = 0;
+			if (repl_set(v->repl, argv[i], eq + 1, msg, sizeof(msg))) {
+				out_add(c, "error %s\n", msg);
+				return;
+			}
+		}
+		out_add(c, "ok\n");
 	} else if (strcmp(cmd, "events") == 0 && argc == 1) {
 		char line[128];
 		/* The first line says the subscription is live: every event

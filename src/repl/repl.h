@@ -184,6 +184,9 @@ int repl_verify(struct repl *r, char *msg, size_t len);
 /* 1 in sync, 0 not yet, -errno never without an operator (msg says why). */
 int repl_in_sync(const struct repl *r, char *msg, size_t len);
 void repl_get_status(const struct repl *r, struct repl_status *st);
+/* `set VOLUME KEY=VALUE` (replication, async-backlog, async-max-lag,
+ * on-congestion): 0 or -EINVAL with msg; in effect at once, until restart. */
+int repl_set(struct repl *r, const char *key, const char *val, char *msg, size_t len);
 
 /* The node's replication listener: routes each connection to its volume. */
 int repl_server_new(struct ev_loop *ev, const struct cfg *cfg, unsigned self,

@@ -505,3 +505,51 @@ void ab_status(const struct repl *r, struct repl_status *st)
 		r->have_peer && r->peer.disk == VOL_INCONSISTENT ? 0 : real_ns() - lag;
 	st->eta_seconds = st->lag_bytes == 0 ? 0 : rate > 0 ? (double)st->lag_bytes / rate : -1;
 }
+
+/* `tandemctl set VOLUME KEY=VALUE`: the stream's settings, on this node,
+ * until it restarts (the configuration file keeps them). */
+int repl_set(struct repl *r, const char *key, const char *val, char *msg, size_t len)
+{
+	if (strcmp(key, "replication") == 0) {
+		bool a;
+		if (strcmp(val, "async") == 0)
+			a = true;
+		else if (strcmp(val, "sync") == 0)
+			a = false;
+		else
+			goto bad;
+		if (a != r->async) {
+			log_info("volume %s: replication %s -> %s%s", r->v->name,
+				 r->async ? "async" : "sync", val,
+				 !a && !ab_empty(r) ? " (once the backlog is acknowledged)" : "");
+			vol_event(r->v, "mode", r->async ? "async" : "sync", val, NULL);
+		}
+		r->async = a;
+	} else if (strcmp(key, "async-backlog") == 0) {
+		uint64_t b;
+		if (parse_size(val, &b) || b < (1u << 20))
+			goto bad;
+		r->ab_cap = b;
+	} else if (strcmp(key, "async-max-lag") == 0) {
+		char *end;
+		double d = strtod(val, &end);
+		if (end == val || *end || !(d >= 0 && d <= 86400) || (d > 0 && d < 0.1))
+			goto bad;
+		r->max_lag_ns = (uint64_t)(d * 1e9);
+	} else if (strcmp(key, "on-congestion") == 0) {
+		if (strcmp(val, "block") && strcmp(val, "ahead"))
+			goto bad;
+		r->congestion_block = val[0] == 'b';
+	} else {
+		snprintf(msg, len,
+			 "unknown setting '%s' (replication, async-backlog, async-max-lag, "
+			 "on-congestion)",
+			 key);
+		return -EINVAL;
+	}
+	ev_defer(r->ev, &r->ab_kick); /* waiting writes see the new rules */
+	return 0;
+bad:
+	snprintf(msg, len, "'%s' is not a valid value for %s", val, key);
+	return -EINVAL;
+}

@@ -3,7 +3,9 @@
 # proxy. While the link is cut (blackhole: no FIN, no RST), writes to a keep
 # completing at local speed, and a's status shows the backlog and the lag
 # growing. Restored within the peer timeout, the backlog drains over the same
-# connection; cut for longer, the connection is declared lost, the backlog
+# connection. Switched to sync online (tandemctl set) with a backlog, the
+# first sync write completes only once the backlog is acknowledged, and the
+# connection stays. Cut for longer, the connection is declared lost, the backlog
 # becomes out-of-sync regions, and the reconnect resyncs them. Both times the
 # replicas end byte-identical.
 # shellcheck source=lib.sh
@@ -43,7 +45,26 @@ wait_for a "p['backlog_bytes'] == 0 and p['replication'] == 'established'" 60
 grep -q "lost b" "$T/a.log" && fail "the short cut lost the connection"
 compare_replicas
 
-# 2. a cut longer than the peer timeout: the backlog becomes a resync
+# 2. online switch to sync with a backlog: the connection stays, and a sync
+# write completes only once the backlog is acknowledged
+proxy cut
+head -c 32M /dev/urandom >"$T/in3"
+nbdcopy --flush "$T/in3" "$(uri a)" || fail "nbdcopy to a failed"
+[ "$(jfield a "p['backlog_bytes'] > 0")" = True ] || fail "no backlog before the switch"
+ctl_on a set vol0 replication=sync >/dev/null || fail "set replication=sync failed"
+[ "$(jfield a "p['mode']")" = sync ] || fail "a: mode is not sync after set"
+( sleep 1; python3 "$_root/tests/tools/linkproxy.py" --control "$T/proxy.sock" --cmd restore >/dev/null ) &
+track $!
+qemu-io -f raw "$(uri a)" -c "write -P 0x5a 0 64k" >/dev/null || fail "sync write after the switch failed"
+[ "$(jfield a "p['backlog_bytes']")" = 0 ] || fail "a sync write completed before the backlog drained"
+[ "$(grep -c "connection to b: connecting -> connected" "$T/a.log")" = 1 ] ||
+	fail "the switch to sync reconnected"
+ctl_on a set vol0 replication=async >/dev/null || fail "set replication=async failed"
+[ "$(jfield a "p['mode']")" = async ] || fail "a: mode is not async after set"
+ctl_on a set vol0 replication=bogus >/dev/null 2>&1 && fail "set accepted replication=bogus"
+compare_replicas
+
+# 3. a cut longer than the peer timeout: the backlog becomes a resync
 proxy cut
 head -c 48M /dev/urandom >"$T/in2"
 nbdcopy --flush "$T/in2" "$(uri a)" || fail "nbdcopy to a failed during the long cut"
