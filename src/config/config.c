@@ -248,18 +248,31 @@ static const char *const cluster_keys[] = { "name",
 					    "handshake-timeout",
 					    "witness-timeout",
 					    "quorum-timeout",
+					    "resync-link-rate",
 					    "witness-dir",
 					    NULL };
 static const char *const node_keys[] = {
 	"replication",           "iscsi",   "nbd", "control", "data-dir", "metrics", "busy-poll",
 	"replication-advertise", "witness", NULL
 };
-static const char *const volume_keys[] = {
-	"size",          "nodes",       "replication", "async-backlog",      "async-max-lag",
-	"on-congestion", "resync-rate", "cache",       "bitmap-granularity", "resync-checksum",
-	"auth",          "chap-user",   "chap-secret", "chap-mutual-user",   "chap-mutual-secret",
-	"failover",      NULL
-};
+static const char *const volume_keys[] = { "size",
+					   "nodes",
+					   "replication",
+					   "async-backlog",
+					   "async-max-lag",
+					   "on-congestion",
+					   "resync-rate",
+					   "resync-min-rate",
+					   "cache",
+					   "bitmap-granularity",
+					   "resync-checksum",
+					   "auth",
+					   "chap-user",
+					   "chap-secret",
+					   "chap-mutual-user",
+					   "chap-mutual-secret",
+					   "failover",
+					   NULL };
 
 static int key_index(const char *const *keys, const char *key)
 {
@@ -328,6 +341,7 @@ static int begin_section(struct parse *p, const char *section)
 		v->line = p->line;
 		v->replication = CFG_REPL_SYNC;
 		v->async_backlog = 64ull << 20;
+		v->resync_min_rate = 256ull << 10;
 		v->bitmap_granularity = CFG_BITMAP_GRANULARITY_DEFAULT;
 		return 0;
 	}
@@ -427,6 +441,20 @@ static int handle_cluster(struct parse *p, const char *key, const char *val)
 			c->witness_timeout_ms = (unsigned)(sec * 1000 + 0.5);
 		else
 			c->quorum_timeout_ms = (unsigned)(sec * 1000 + 0.5);
+		return 0;
+	}
+	if (strcmp(key, "resync-link-rate") == 0) {
+		if (strcmp(val, "none") == 0) {
+			c->resync_link_rate = 0;
+			return 0;
+		}
+		if (set_size(p, key, val, &c->resync_link_rate))
+			return -1;
+		if (c->resync_link_rate < 4096) {
+			fail(p, p->line, key,
+			     "resync-link-rate must be 'none' or at least 4K (bytes/s)");
+			return -1;
+		}
 		return 0;
 	}
 	if (strcmp(key, "witness-dir") == 0) {
@@ -636,6 +664,19 @@ static int handle_volume(struct parse *p, const char *key, const char *val)
 			v->resync_checksum = false;
 		else {
 			fail(p, p->line, key, "'%s' is neither yes nor no", val);
+			return -1;
+		}
+		return 0;
+	}
+	if (strcmp(key, "resync-min-rate") == 0) {
+		if (strcmp(val, "0") == 0 || strcmp(val, "none") == 0) {
+			v->resync_min_rate = 0;
+			return 0;
+		}
+		if (set_size(p, key, val, &v->resync_min_rate))
+			return -1;
+		if (v->resync_min_rate < 4096) {
+			fail(p, p->line, key, "resync-min-rate must be 0 or at least 4K (bytes/s)");
 			return -1;
 		}
 		return 0;

@@ -78,6 +78,7 @@ struct cfg_volume {
 	uint64_t async_max_lag_ms; /* async: the loss window's bound; 0 = none */
 	bool congestion_block;     /* on-congestion = block (default ahead) */
 	uint64_t resync_rate; /* bytes/s; 0 = auto */
+	uint64_t resync_min_rate; /* bytes/s the resync keeps under any load; 0 = none */
 	bool resync_checksum; /* resync compares digests before sending data */
 	bool failover_manual; /* failover = manual: never promoted by the witness alone */
 	struct cfg_auth auth; /* resolved: the volume's keys, else the cluster's */
@@ -99,6 +100,7 @@ struct cfg {
 	unsigned handshake_timeout_ms; /* NBD handshake, iSCSI login */
 	unsigned witness_timeout_ms;   /* a silent witness session is dead after this */
 	unsigned quorum_timeout_ms;    /* a write held for quorum fails after this */
+	uint64_t resync_link_rate; /* bytes/s for the resyncs of all volumes to one peer; 0 none */
 	char witness_dir[CFG_PATH_MAX]; /* tandem-witness: its state files */
 	struct cfg_auth auth;     /* iSCSI: discovery, and the volumes' default */
 	unsigned nnodes, nvolumes;

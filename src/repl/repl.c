@@ -128,6 +128,8 @@ int repl_new(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned se
 	r->timeout_ns = (uint64_t)cfg->peer_timeout_ms * 1000000ull;
 	lease_init(r);
 	r->rs_cap = cv->resync_rate;
+	r->rs_floor =
+		cv->resync_rate ? MIN(cv->resync_min_rate, cv->resync_rate) : cv->resync_min_rate;
 	r->async = cv->replication == CFG_REPL_ASYNC;
 	r->ab_cap = cv->async_backlog;
 	r->max_lag_ns = cv->async_max_lag_ms * 1000000ull;

@@ -601,7 +601,7 @@ void tick(struct ev_timer *t)
 	if (r->rstate == RR_ESTABLISHED)
 		ab_caught_up(r);
 	ab_tick(r);
-	if (r->rstate == RR_SYNCSOURCE && (r->rs_cap || r->rs_hold_ns))
+	if (r->rstate == RR_SYNCSOURCE && (r->rs_cap || r->rs_hold_ns || r->rs_floor || r->link))
 		ev_defer(r->ev, &r->rs_kick); /* the token bucket refills, a hold ends */
 	if ((r->rstate == RR_SYNCSOURCE || r->rstate == RR_SYNCTARGET ||
 	     r->vfy_state == VFY_RUNNING) &&
@@ -674,6 +674,14 @@ int repl_server_new(struct ev_loop *ev, const struct cfg *cfg, unsigned self, st
 	s->self = self;
 	s->nvols = MIN(nvols, (unsigned)CFG_MAX_VOLUMES);
 	memcpy(s->vols, vols, s->nvols * sizeof(*vols));
+	/* resync-link-rate: one budget per peer, for every volume shared with it */
+	for (unsigned i = 0; i < s->nvols; i++) {
+		struct repl *rp = s->vols[i]->repl;
+		if (!rp || !cfg->resync_link_rate)
+			continue;
+		s->links[rp->peer_ix].cap = cfg->resync_link_rate;
+		rp->link = &s->links[rp->peer_ix];
+	}
 	s->srv.name = "replication";
 	s->srv.hs_timeout_ns = (uint64_t)cfg->peer_timeout_ms * 1000000ull;
 	s->srv.may_use_reserve = true;

@@ -180,6 +180,10 @@ struct repl {
 	double rs_tokens; /* token bucket for rs_cap */
 	uint64_t rs_tokens_ns;
 	uint64_t rs_hold_ns; /* no resync requests before this (the peer failed one) */
+	uint64_t rs_floor;   /* resync-min-rate: bytes/s the resync keeps under load */
+	double rs_floor_tokens;
+	uint64_t rs_floor_ns;
+	struct repl_linkcap *link; /* resync-link-rate, shared with the volumes to this peer */
 	struct ev_deferred rs_kick, drop_kick;
 	/* keepalive and cleaner */
 	struct ev_timer tick;
@@ -271,6 +275,14 @@ struct repl {
 	uint64_t lk_rate_bps, lk_rate_t0, lk_rate_b0; /* wire send rate, per second */
 };
 
+/* The resync budget of all volumes between this node and one peer
+ * (resync-link-rate): a token bucket they all draw from. */
+struct repl_linkcap {
+	uint64_t cap; /* bytes/s; 0 none */
+	double tokens;
+	uint64_t t_ns;
+};
+
 struct repl_server {
 	struct ev_loop *ev;
 	const struct cfg *cfg;
@@ -280,6 +292,7 @@ struct repl_server {
 	struct net_srv srv;
 	struct vol *vols[CFG_MAX_VOLUMES];
 	unsigned nvols;
+	struct repl_linkcap links[CFG_MAX_NODES]; /* by peer node */
 };
 
 /* Message handlers (msg_*, named in the message table in repl_conn.c):

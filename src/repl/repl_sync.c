@@ -351,13 +351,37 @@ static bool run_overlaps(struct repl *r, uint64_t off, uint64_t len)
 /* Room for another request of len bytes: the controller's window (one
  * request is always allowed unless it measures the foreground: C3), and
  * the configured cap's token bucket. */
+/* Token buckets refilled at rate bytes/s, holding at most a quarter second
+ * of it or one largest request. */
+static void bucket_fill(double *tokens, uint64_t *t_ns, uint64_t rate, uint64_t now)
+{
+	double burst = MAX((double)RS_MAX_PIECE, (double)rate / 4);
+
+	if (*t_ns)
+		*tokens += (double)(now - *t_ns) * (double)rate / 1e9;
+	*tokens = MIN(*tokens, burst);
+	*t_ns = now;
+}
+
 static bool rs_room(struct repl *r, uint64_t len)
 {
-	if (r->ctl.quiet)
-		return false;
+	uint64_t now = ev_now(r->ev);
+
 	if (r->rs_cap && r->rs_tokens <= 0)
 		return false;
-	return r->rs_bytes == 0 || r->rs_bytes + len <= r->ctl.window;
+	if (r->link && r->link->cap) {
+		bucket_fill(&r->link->tokens, &r->link->t_ns, r->link->cap, now);
+		if (r->link->tokens <= 0)
+			return false;
+	}
+	if (!r->ctl.quiet && (r->rs_bytes == 0 || r->rs_bytes + len <= r->ctl.window))
+		return true;
+	/* resync-min-rate: the controller yields to the foreground, but no
+	 * further than this floor (time to redundancy stays bounded) */
+	if (!r->rs_floor)
+		return false;
+	bucket_fill(&r->rs_floor_tokens, &r->rs_floor_ns, r->rs_floor, now);
+	return r->rs_floor_tokens >= (double)len;
 }
 
 static uint64_t piece_len(struct repl *r)
@@ -392,6 +416,14 @@ static bool rs_issue(struct repl *r, struct rsrun *run, uint64_t off, uint64_t l
 	r->rs_bytes += len;
 	if (r->rs_cap)
 		r->rs_tokens -= (double)len; /* may go negative: paid back before the next */
+	if (r->link && r->link->cap)
+		r->link->tokens -= (double)len;
+	if (r->rs_floor && run) {
+		/* every resync byte counts towards the floor; what the
+		 * controller sends beyond it is not owed later */
+		r->rs_floor_tokens -= (double)len;
+		r->rs_floor_tokens = MAX(r->rs_floor_tokens, -(double)RS_MAX_PIECE);
+	}
 	if (run && (r->features & REPL_FEAT_RESYNC2) && region_unmapped(r, off, len)) {
 		q->zero = true; /* nothing to read */
 		rs_send_data(r, q);
