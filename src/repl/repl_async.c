@@ -43,6 +43,7 @@
 #define AB_NET_MAX (1u << 20)  /* stream handed to the connection and not yet written */
 #define AB_RS_SHARE (2u << 20) /* A5: stream bytes per resync request at most */
 #define AB_LAG_WARN 0.8        /* the lag event fires past this fraction of the bound */
+#define AB_PROBE_BYTES (256u << 10) /* async-max-lag: backlog let through before a rate is known */
 
 struct abent {
 	struct vol_io io; /* kind K_ASYNC: its slot, seq, header and net_tx */
@@ -351,12 +352,17 @@ static int ab_admit(struct repl *r, const struct vol_io *io)
 		return -1;
 	if (r->ab_bytes + len > r->ab_cap && !ab_empty(r))
 		return r->congestion_block ? 0 : -1;
-	/* the lag this write will have when it is acknowledged */
+	/* The lag this write will have when it is acknowledged, from the
+	 * observed drain rate, with half the bound as margin for a rate that
+	 * drops (the peer's disk stalls, the link is shared). Before any rate
+	 * is known, only a little goes. */
 	if (bound && !ab_empty(r)) {
-		double rate = MAX(r->ab_drain_bps, 1.0);
-		double eta_ns = (double)(r->ab_bytes + len) * 1e9 / rate;
-		if (eta_ns > (double)bound * 0.8)
-			return r->ab_drain_bps ? 0 : (r->ab_bytes > (1u << 20) ? 0 : 1);
+		double eta_ns;
+		if (!r->ab_drain_bps)
+			return r->ab_bytes + len > AB_PROBE_BYTES ? 0 : 1;
+		eta_ns = (double)(r->ab_bytes + len) * 1e9 / r->ab_drain_bps;
+		if (eta_ns > (double)bound * 0.5)
+			return 0;
 	}
 	return 1;
 }
