@@ -69,7 +69,9 @@ target -> listen side. Commands:
             connection in that direction shares it (in turns). A token
             bucket of max(R x 10 ms, 16 KiB) paces the bytes out, in pieces
             of at most half of it (a larger chunk is split): after an idle
-            moment at most 1.5 times the bucket goes out at once. Delay and
+            moment at most 1.5 times the bucket goes out at once (when the
+            proxy itself wakes late, short of CPU, while bytes wait, it
+            makes up for up to 100 ms of rate in one go). Delay and
             jitter count from the moment a piece has passed the rate limit,
             as on a slow link with a long wire behind it.
   queue [ab|ba] BYTES|auto
@@ -160,9 +162,12 @@ QUEUE_PER_MS = 256 * 1024
 # x QUEUE_TIME), QUEUE_BASE when the rate is unlimited.
 QUEUE_MIN = 256 * 1024
 QUEUE_TIME = 0.050
-# Token bucket: a burst of max(rate x BURST_TIME, BURST_MIN) bytes.
+# Token bucket: a burst of max(rate x BURST_TIME, BURST_MIN) bytes. While
+# bytes wait, a wakeup that comes late (the proxy short of CPU) is made up
+# for, up to CATCH_UP late: the link keeps its rate, in a larger burst.
 BURST_TIME = 0.010
 BURST_MIN = 16 * 1024
+CATCH_UP = 0.100
 SEGMENT = 1448                  # bytes per TCP segment, for loss
 DIRS = ("ab", "ba")
 
@@ -289,6 +294,7 @@ class Link:
         self.turns = collections.deque()
         self.credit = 0.0           # token bucket, bytes (negative: debt)
         self.last = self.loop.time()
+        self.busy = False           # bytes waited when last pumped
         self.timer = None
         self.timer_when = 0.0
         self.pumping = False
@@ -389,9 +395,13 @@ class Link:
         """Let bytes through the rate limit: the waiting pipes in turn, a
         piece of at most half the burst each, while the token bucket holds
         credit (all at once when the rate is unlimited). A piece may take
-        the bucket into debt, which the next wakeup waits out: then a late
-        wakeup costs no rate, up to a burst late."""
-        if self.pumping or not self.proxy.forwarding:
+        the bucket into debt, which the next wakeup waits out; if bytes
+        waited meanwhile, credit for a late wakeup is kept up to CATCH_UP,
+        so that the rate holds when the proxy is short of CPU."""
+        if self.pumping:
+            return
+        if not self.proxy.forwarding:
+            self.busy = False       # a cut is no late wakeup
             return
         self.pumping = True
         try:
@@ -399,7 +409,10 @@ class Link:
             piece = None
             if self.bps > 0:
                 burst = self.burst()
-                self.credit = min(burst, self.credit
+                cap = burst
+                if self.busy:
+                    cap = max(burst, self.bps * CATCH_UP)
+                self.credit = min(cap, self.credit
                                   + (now - self.last) * self.bps)
                 piece = max(1, int(burst / 2))
             self.last = now
@@ -417,6 +430,7 @@ class Link:
                         pipe.in_turns = False
                 if self.bps > 0:
                     self.credit -= n
+            self.busy = bool(self.turns)
         finally:
             self.pumping = False
         self.check_blocked()
