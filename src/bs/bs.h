@@ -5,6 +5,7 @@
 #ifndef TANDEM_BS_H
 #define TANDEM_BS_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -65,6 +66,14 @@ struct bs_ops {
 	/* Synchronous flush for shutdown paths only; never on the I/O path. */
 	int (*sync)(struct bs *bs);
 	void (*close)(struct bs *bs);
+	/* Optional. A copy of the whole store at path, sharing its blocks
+	 * (reflink: FICLONE), made durable; -EOPNOTSUPP (or the filesystem's
+	 * -EXDEV, -EINVAL) where that cannot be. No write may be in flight. */
+	int (*clone_to)(struct bs *bs, const char *path);
+	/* Optional. The file at path (a copy clone_to made, on the same
+	 * filesystem) replaces the store's file and becomes its contents. No
+	 * I/O may be in flight. */
+	int (*replace_from)(struct bs *bs, const char *path);
 };
 
 struct bs {
@@ -93,6 +102,14 @@ static inline void bs_submit(struct bs *bs, struct bs_io *io)
 	bs->ops->submit(bs, io);
 }
 
+static inline int bs_clone_to(struct bs *bs, const char *path)
+{
+	return bs->ops->clone_to ? bs->ops->clone_to(bs, path) : -EOPNOTSUPP;
+}
+static inline int bs_replace_from(struct bs *bs, const char *path)
+{
+	return bs->ops->replace_from ? bs->ops->replace_from(bs, path) : -EOPNOTSUPP;
+}
 static inline void bs_close(struct bs *bs)
 {
 	if (bs)

@@ -185,6 +185,20 @@ size_t ctl_status_json(const struct ctl_info *info, const char *only, char *out,
 				PUT("\"witness\":{\"session\":%s,\"primary\":\"%s\","
 				    "\"held_writes\":%u},",
 				    q.witness_session ? "true" : "false", b, q.held_writes);
+			if (v->repl) {
+				char t[48], path[sizeof(v->data_path) * 2 + 32], note[420];
+				fmt_time(t, sizeof(t), q.cp_have ? q.cp_time_ns : 0);
+				json_str(path, sizeof(path), v->data_path);
+				json_str(note, sizeof(note), q.cp_note ? q.cp_note : "");
+				if (q.cp_have)
+					PUT("\"consistent_copy\":{\"path\":\"%s.consistent\","
+					    "\"time\":%s},",
+					    path, t);
+				else
+					PUT("\"consistent_copy\":null,");
+				if (note[0])
+					PUT("\"consistent_copy_note\":\"%s\",", note);
+			}
 			PUT("\"peers\":[");
 		}
 		if (v->repl) {

@@ -234,6 +234,7 @@ int repl_new(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned se
 
 void repl_start(struct repl *r)
 {
+	cp_load(r);
 	repl_set_cstate(r, RC_CONNECTING);
 	ev_timer_arm(r->ev, &r->tick, 100000000ull);
 	ev_timer_arm(r->ev, &r->retry, 0);

@@ -39,6 +39,8 @@
  *                    consistent -> uptodate   [verdict equal or source; --force]
  *                    any -> inconsistent      [becoming sync target; `invalidate`]
  *                    inconsistent -> uptodate [RS_DONE]
+ *                    inconsistent -> consistent [`primary --force` restores the image
+ *                                                kept before the resync: repl_cp.c]
  *   role  secondary -> primary  [`primary`: disk uptodate, or --force; peer not primary:
  *                                repl_promote]
  *         primary -> secondary  [`secondary`: once in-flight writes are done: repl_demote]
@@ -143,6 +145,10 @@ struct repl_status {
 	double lag_seconds;           /* the peer holds every write acknowledged before then */
 	uint64_t consistent_point_ns; /* CLOCK_REALTIME of that; 0 the peer holds none */
 	double eta_seconds;           /* to catch up at the observed rate; -1 unknown */
+	/* this node's kept consistent image during a resync (repl_cp.c) */
+	bool cp_have;
+	uint64_t cp_time_ns;
+	const char *cp_note; /* why there is none, while that matters; "" otherwise */
 	/* the link to the peer, since the daemon started */
 	uint64_t link_wire_bytes; /* everything sent on the replication connections */
 	uint64_t link_data_bytes; /* write and resync data sent as data */

@@ -5,6 +5,7 @@
 #include "repl_int.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -61,6 +62,20 @@ int repl_promote(struct repl *r, bool force, char *msg, size_t len)
 	rc = promote_check(r, force, msg, len);
 	if (rc)
 		return rc;
+	if (v->disk == VOL_INCONSISTENT && r->cp_have) {
+		/* a resync was under way: start from the image kept before it
+		 * (repl_cp.c), once the resync's writes are done */
+		if (r->conn)
+			conn_abort(r->conn);
+		if (r->conn || v->inflight) {
+			snprintf(msg, len,
+				 "stopping the resync to restore the kept consistent image");
+			return -EAGAIN;
+		}
+		rc = cp_restore(r, msg, len);
+		if (rc)
+			return rc;
+	}
 	if (v->disk != VOL_UPTODATE || r->rstate == RR_SYNCTARGET) {
 		log_warn("volume %s: promoted with --force while the disk is %s", v->name,
 			 vol_disk_name(v->disk));
@@ -415,6 +430,9 @@ void repl_get_status(const struct repl *r, struct repl_status *st)
 	st->witness_primary = r->w_heard ? r->w_primary : "";
 	st->held_writes = r->nheld;
 	ab_status(r, st);
+	st->cp_have = r->cp_have;
+	st->cp_time_ns = r->cp_time_ns;
+	st->cp_note = r->cp_why;
 	st->link_wire_bytes = lk_wire_bytes(r);
 	st->link_data_bytes = r->lk_data_bytes;
 	st->link_zero_bytes = r->lk_zero_bytes;

@@ -174,9 +174,23 @@ static void apply_done(struct vol_io *io, int res)
 	}
 	(void)pos;
 	(void)tmp;
-	if (c->peer.net.rx_paused && c->apply_bytes < APPLY_MAX_BYTES / 2 && !c->aborted)
+	if (c->cp_pending && !c->napply && !c->aborted)
+		apply_cp_ready(c);
+	else if (c->peer.net.rx_paused && c->apply_bytes < APPLY_MAX_BYTES / 2 && !c->aborted &&
+		 !c->cp_pending)
 		net_rx_resume(&c->peer.net);
 	net_peer_unref(&c->peer); /* apply_queue's reference: c may go now */
+}
+
+/* RS_START's pause (CP1): every write before it is applied; the image is
+ * kept, and reading goes on. */
+void apply_cp_ready(struct rconn *c)
+{
+	c->cp_pending = false;
+	if (c->r && c->r->conn == c)
+		cp_take(c->r);
+	if (!c->aborted)
+		net_rx_resume(&c->peer.net);
 }
 
 static void apply_start(struct rconn *c, struct rapply *a)

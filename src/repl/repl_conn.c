@@ -600,6 +600,7 @@ void tick(struct ev_timer *t)
 	}
 	if (r->rstate == RR_ESTABLISHED)
 		ab_caught_up(r);
+	cp_tick(r);
 	ab_tick(r);
 	if (r->rstate == RR_SYNCSOURCE && (r->rs_cap || r->rs_hold_ns || r->rs_floor || r->link))
 		ev_defer(r->ev, &r->rs_kick); /* the token bucket refills, a hold ends */

@@ -326,6 +326,12 @@ static void handshake_decide(struct rconn *c)
 		bm_flush(r->bm, NULL);
 		r->rs_total = bm_oos_count(r->bm);
 		r->rs_pct_shown = 0;
+		if (!bm_oos_count(r->bm))
+			; /* nothing will be copied */
+		else if (disk_consistent(r->v->disk))
+			cp_take(r); /* CP1: this connection applied nothing yet */
+		else
+			cp_none(r, "the image was not consistent when the resync began");
 		vol_set_disk(r->v, VOL_INCONSISTENT);
 		c->target_fails = 0;
 		repl_set_rstate(r, RR_SYNCTARGET);

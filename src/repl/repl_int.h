@@ -117,6 +117,7 @@ struct rconn {
 	uint64_t napplied, last_napplied; /* applies completed (R12) */
 	uint64_t born_ns; /* a handshake must be done within the peer timeout of this */
 	uint64_t order;   /* bound to its volume after every connection of a smaller one */
+	bool cp_pending;  /* RS_START: reading waits until the applies before it are done (CP1) */
 	struct list link; /* in the server's list, then in repl.bound */
 };
 
@@ -267,6 +268,10 @@ struct repl {
 	uint64_t ab_acked_bytes, ab_drain_acc, ab_drain_t0;
 	double ab_drain_bps;
 	struct ev_deferred ab_kick;
+	/* the consistent image kept during a resync (repl_cp.c, CP1-CP3) */
+	bool cp_have;
+	uint64_t cp_time_ns; /* CLOCK_REALTIME when it was taken */
+	char cp_why[200];    /* why none is kept, while a resync runs */
 	/* link statistics (status "link"), since the daemon started */
 	uint64_t lk_data_bytes; /* WRITE and RS_DATA payload sent as data */
 	uint64_t lk_zero_bytes; /* sent as extents: zero writes, ZERO, TRIM, RS_ZERO */
@@ -414,8 +419,17 @@ void ab_caught_up(struct repl *r);
 void ab_tick(struct repl *r);
 void ab_status(const struct repl *r, struct repl_status *st);
 
+/* repl_cp.c: the consistent image kept during a resync */
+void cp_take(struct repl *r);
+void cp_none(struct repl *r, const char *why);
+void cp_drop(struct repl *r);
+void cp_load(struct repl *r);
+void cp_tick(struct repl *r);
+int cp_restore(struct repl *r, char *msg, size_t len);
+
 /* repl_apply.c: the secondary's apply path and its batched acks */
 void ack_flush_fn(struct ev_deferred *d);
+void apply_cp_ready(struct rconn *c);
 void data_rx_done(struct net_conn *nc, int err);
 int msg_data(struct rconn *c, const struct repl_msg *m);
 int msg_meta(struct rconn *c, const struct repl_msg *m);

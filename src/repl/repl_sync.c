@@ -753,6 +753,16 @@ int msg_rs_start(struct rconn *c, const struct repl_msg *m)
 			 c->peer_node);
 	r->rs_total = 0;
 	r->rs_pct_shown = 0;
+	/* CP1: the image is kept once the writes before this message are
+	 * applied; reading waits until then */
+	if (disk_consistent(r->v->disk)) {
+		c->cp_pending = true;
+		net_rx_pause(&c->peer.net);
+		if (!c->napply)
+			apply_cp_ready(c);
+	} else {
+		cp_none(r, "the image was not consistent when the resync began");
+	}
 	vol_set_disk(r->v, VOL_INCONSISTENT);
 	c->target_fails = 0;
 	repl_set_rstate(r, RR_SYNCTARGET);

@@ -114,7 +114,9 @@ static void set_disk(struct vol *v, enum vol_disk d, bool opening)
 				     [VOL_OUTDATED] = true,
 				     [VOL_INCONSISTENT] = true,
 				     [VOL_FAILED] = true },
-		[VOL_INCONSISTENT] = { [VOL_UPTODATE] = true, [VOL_FAILED] = true },
+		[VOL_INCONSISTENT] = { [VOL_UPTODATE] = true,
+				       [VOL_CONSISTENT] = true, /* a kept image restored */
+				       [VOL_FAILED] = true },
 		[VOL_FAILED] = { [VOL_INCONSISTENT] = true },
 		/* VOL_DISKLESS is never entered on a running node */
 	};
@@ -738,6 +740,8 @@ int vol_open(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned ni
 		goto fail;
 	}
 	snprintf(path, sizeof(path), "%s", dpath);
+	if (strncmp(dpath, "ram:", 4) != 0)
+		snprintf(v->data_path, sizeof(v->data_path), "%s", dpath);
 	r = bs_open_spec(ev, path, cv->size, cv->cache == CFG_CACHE_NONE, &v->bs);
 	if (r) {
 		snprintf(err, errlen, "volume %s: backing store %s: %s", cv->name, path,

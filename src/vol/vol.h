@@ -17,7 +17,7 @@
  *          primary -> secondary     [vol_set_role from repl_demote]
  * (repl.h has the disk transitions of a replicated volume: uptodate|
  * consistent -> outdated, outdated|consistent -> uptodate, any -> inconsistent,
- * inconsistent -> uptodate; every change after vol_open goes through
+ * inconsistent -> uptodate|consistent; every change after vol_open goes through
  * vol_set_disk and vol_set_role.)
  * Invariants:
  *   V1. Only a primary with a disk that is not failed accepts I/O
@@ -117,6 +117,7 @@ struct vol_lock {
 
 struct vol {
 	char name[CFG_NAME_MAX];
+	char data_path[CFG_PATH_MAX + CFG_NAME_MAX + 8]; /* the backing file; "" for ram: */
 	uint64_t size;
 	uint32_t min_block; /* alignment required of READ/WRITE offset and length */
 	enum vol_role role;
