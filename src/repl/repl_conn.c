@@ -80,6 +80,7 @@ static void conn_release(struct net_peer *p)
 
 	if (c->rx_cur) { /* closed in the middle of a payload */
 		c->apply_bytes -= c->rx_cur->io.len;
+		unpack_drop(c->r, c->rx_cur);
 		bufpool_put(&c->r->pool, c->rx_cur->io.buf, c->rx_cur->io.len);
 		free(c->rx_cur);
 		c->rx_cur = NULL;
@@ -328,7 +329,8 @@ static int handle_msg(struct rconn *c, const uint8_t *body)
 
 	if (repl_decode_body(body, m) ||
 	    (m->type < REPL_TYPE_END && m->len < msg_types[m->type].min_len)) {
-		conn_fail(c, "malformed message of type %u", m->type);
+		conn_fail(c, "malformed message of type %u%s%s%s", m->type, m->why ? " (" : "",
+			  m->why ? m->why : "", m->why ? ")" : "");
 		return -1;
 	}
 	t = m->type < REPL_TYPE_END ? &msg_types[m->type] : NULL;
@@ -358,7 +360,9 @@ static void on_rx(struct net_conn *nc)
 				return;
 			if (repl_decode_hdr(net_rx_peek(nc), &c->m)) {
 				conn_fail(c,
-					  "bad message header (not a Tandem peer, or out of step)");
+					  "bad message header (%s: not a Tandem peer, or out of "
+					  "step)",
+					  c->m.why ? c->m.why : "length");
 				return;
 			}
 			net_rx_consume(nc, sizeof(struct repl_hdr));
@@ -382,9 +386,10 @@ static void on_rx(struct net_conn *nc)
 		if (k < 0)
 			return;
 		if (k == 1) {
+			struct rapply *a = c->rx_cur;
 			/* (data_rx_done may run inside and clear rx_cur) */
-			/* cppcheck-suppress nullPointerRedundantCheck */
-			net_rx_direct(nc, c->rx_cur->io.buf, c->rx_cur->io.len, data_rx_done);
+			net_rx_direct(nc, a->zbuf ? a->zbuf : a->io.buf,
+				      a->zbuf ? a->zlen : a->io.len, data_rx_done);
 			if (c->rx_cur)
 				return; /* the rest arrives later */
 		}

@@ -172,6 +172,8 @@ struct vol_rep {
 	bool peer_ok;           /* the peer acknowledged success */
 	bool stale;             /* resync read overtaken by a foreground write */
 	int lres;               /* local result */
+	void *zbuf;             /* the compressed payload being sent; NULL none */
+	uint32_t zcap;          /* ... its size in the buffer pool */
 };
 
 /* A request from a front-end. The front-end fills type, flags, off, len, buf
