@@ -194,8 +194,10 @@ size_t ctl_status_json(const struct ctl_info *info, const char *only, char *out,
 			    "\"compress_skipped_bytes\":%llu,\"compress_cpu_ms\":%.3f,"
 			    "\"decompressed_bytes\":%llu,\"decompress_cpu_ms\":%.3f}}",
 			    b, repl_conn_name(st.conn), repl_rep_name(st.rep),
-			    st.peer_disk < 0 ? "unknown" : vol_disk_name((enum vol_disk)st.peer_disk),
-			    st.peer_role < 0 ? "unknown" : vol_role_name((enum vol_role)st.peer_role),
+			    st.peer_disk < 0 ? "unknown"
+					     : vol_disk_name((enum vol_disk)st.peer_disk),
+			    st.peer_role < 0 ? "unknown"
+					     : vol_role_name((enum vol_role)st.peer_role),
 			    (unsigned long long)st.out_of_sync_bytes, pct(st.sync_percent),
 			    (unsigned long long)st.resync_bytes_per_sec,
 			    st.split_brain ? "true" : "false", e,

@@ -143,8 +143,8 @@ struct repl_status {
 	double link_rtt_ms; /* the last keepalive's round trip; 0 none yet */
 	/* compression: the codec sent with ("none" unless the peer takes it) */
 	const char *link_compression;
-	uint64_t link_compressed_in_bytes;  /* data that went out compressed ... */
-	uint64_t link_compressed_out_bytes; /* ... and the bytes sent for it */
+	uint64_t link_compressed_in_bytes;    /* data that went out compressed ... */
+	uint64_t link_compressed_out_bytes;   /* ... and the bytes sent for it */
 	uint64_t link_compress_skipped_bytes; /* data tested, sent as is */
 	double link_compress_cpu_ms;
 	uint64_t link_decompressed_bytes; /* data received compressed */

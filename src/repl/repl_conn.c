@@ -346,6 +346,18 @@ static int handle_msg(struct rconn *c, const uint8_t *body)
 	return t->fn(c, m);
 }
 
+/* The payload of a WRITE / RS_DATA goes straight to its buffer: the data's,
+ * or the compressed copy's (repl_pack.c decompresses it). */
+static void rx_payload(struct rconn *c)
+{
+	struct rapply *a = c->rx_cur;
+
+	if (a->zbuf)
+		net_rx_direct(&c->peer.net, a->zbuf, a->zlen, data_rx_done);
+	else
+		net_rx_direct(&c->peer.net, a->io.buf, a->io.len, data_rx_done);
+}
+
 static void on_rx(struct net_conn *nc)
 {
 	struct rconn *c = container_of(nc, struct rconn, peer.net);
@@ -386,10 +398,8 @@ static void on_rx(struct net_conn *nc)
 		if (k < 0)
 			return;
 		if (k == 1) {
-			struct rapply *a = c->rx_cur;
 			/* (data_rx_done may run inside and clear rx_cur) */
-			net_rx_direct(nc, a->zbuf ? a->zbuf : a->io.buf,
-				      a->zbuf ? a->zlen : a->io.len, data_rx_done);
+			rx_payload(c);
 			if (c->rx_cur)
 				return; /* the rest arrives later */
 		}

@@ -258,8 +258,8 @@ struct repl {
 	 * (REPL_HF_*, 0 none), the codecs' contexts, and what they did */
 	uint16_t pack_codec;
 	struct pack *pk;
-	uint64_t lk_pack_in, lk_pack_out; /* data compressed, and what was sent for it */
-	uint64_t lk_pack_skip;            /* data tested and sent as is */
+	uint64_t lk_pack_in, lk_pack_out;  /* data compressed, and what was sent for it */
+	uint64_t lk_pack_skip;             /* data tested and sent as is */
 	uint64_t lk_pack_ns, lk_unpack_ns; /* time spent compressing, decompressing */
 	uint64_t lk_unpack_out;            /* data decompressed (received compressed) */
 };

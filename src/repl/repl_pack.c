@@ -19,9 +19,9 @@
 /* ---- the codecs (pure) ---- */
 
 struct pack {
-	void *lz4;     /* LZ4_sizeofState() bytes: compression state */
-	ZSTD_CCtx *zc; /* compression, reused for every payload */
-	ZSTD_DCtx *zd; /* decompression, likewise */
+	void *lz4;                   /* LZ4_sizeofState() bytes: compression state */
+	ZSTD_CCtx *zc;               /* compression, reused for every payload */
+	ZSTD_DCtx *zd;               /* decompression, likewise */
 	uint8_t sample[PACK_SAMPLE]; /* output of the cheap test */
 };
 
@@ -102,7 +102,7 @@ int pack_decompress(struct pack *p, uint16_t codec, const void *src, size_t clen
 		if (clen > LZ4_MAX_INPUT_SIZE || len > LZ4_MAX_INPUT_SIZE)
 			return -EBADMSG;
 		return LZ4_decompress_safe(src, dst, (int)clen, (int)len) == (int)len ? 0
-										    : -EBADMSG;
+										      : -EBADMSG;
 	}
 	if (codec == REPL_HF_ZSTD) {
 		size_t n;

@@ -13,10 +13,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PACK_MIN_GAIN 16u           /* worth it: at least 1/16 smaller */
-#define PACK_SAMPLE (4u << 10)      /* the test compresses this much ... */
+#define PACK_MIN_GAIN 16u            /* worth it: at least 1/16 smaller */
+#define PACK_SAMPLE (4u << 10)       /* the test compresses this much ... */
 #define PACK_SAMPLE_FROM (64u << 10) /* ... of payloads from this size up */
-#define PACK_ZSTD_LEVEL 1           /* zstd's fastest regular level */
+#define PACK_ZSTD_LEVEL 1            /* zstd's fastest regular level */
 
 struct pack;
 

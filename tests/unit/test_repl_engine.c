@@ -1024,7 +1024,8 @@ static void test_compressed_garbage(void **state)
 		}
 		stub_push(old->peer, msg, h + z);
 		WAIT_FOR(&p, strstr(status(&p, NB).error, "does not decompress"));
-		assert_non_null(strstr(status(&p, NB).error, round ? "zstd payload" : "lz4 payload"));
+		assert_non_null(
+			strstr(status(&p, NB).error, round ? "zstd payload" : "lz4 payload"));
 		WAIT_FOR(&p, a_conn() != old && in_sync(&p));
 	}
 	assert_same_data(&p);
