@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <lz4.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <zstd.h>
 
@@ -22,6 +23,7 @@ struct pack {
 	void *lz4;                   /* LZ4_sizeofState() bytes: compression state */
 	ZSTD_CCtx *zc;               /* compression, reused for every payload */
 	ZSTD_DCtx *zd;               /* decompression, likewise */
+	bool missed;                 /* the last payload did not compress */
 	uint8_t sample[PACK_SAMPLE]; /* output of the cheap test */
 };
 
@@ -80,17 +82,27 @@ static size_t squeeze(struct pack *p, uint16_t codec, const void *src, size_t le
 
 size_t pack_compress(struct pack *p, uint16_t codec, const void *src, size_t len, void *dst)
 {
-	size_t cap = pack_bound(len);
+	size_t cap = pack_bound(len), n;
+	bool fail;
 
 	if (!cap)
 		return 0;
-	/* The cheap test: data that does not compress (already compressed or
-	 * encrypted) costs a compression of one sample, not of the whole. */
-	if (len >= PACK_SAMPLE_FROM &&
-	    !squeeze(p, codec, (const uint8_t *)src + len / 2 - PACK_SAMPLE / 2, PACK_SAMPLE,
-		     p->sample, pack_bound(PACK_SAMPLE)))
-		return 0;
-	return squeeze(p, codec, src, len, dst, cap);
+	/* The cheap test, with LZ4 whatever the codec: it gives up fastest on
+	 * data without repeats (already compressed or encrypted), and what zstd
+	 * at level 1 shrinks, LZ4 shrinks too (docs/PERFORMANCE.md). A large
+	 * payload costs the test of one sample. A small one with zstd is tested
+	 * whole, but only after a payload that did not compress, so that a
+	 * stream of data that compresses pays nothing for it. */
+	if (len >= PACK_SAMPLE_FROM)
+		fail = !squeeze(p, REPL_HF_LZ4, (const uint8_t *)src + len / 2 - PACK_SAMPLE / 2,
+				PACK_SAMPLE, p->sample, pack_bound(PACK_SAMPLE));
+	else if (codec == REPL_HF_ZSTD && p->missed)
+		fail = !squeeze(p, REPL_HF_LZ4, src, len, dst, cap);
+	else
+		fail = false;
+	n = fail ? 0 : squeeze(p, codec, src, len, dst, cap);
+	p->missed = !n;
+	return n;
 }
 
 int pack_decompress(struct pack *p, uint16_t codec, const void *src, size_t clen, void *dst,

@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #define PACK_MIN_GAIN 16u            /* worth it: at least 1/16 smaller */
-#define PACK_SAMPLE (4u << 10)       /* the test compresses this much ... */
+#define PACK_SAMPLE (4u << 10)       /* the test compresses this much with LZ4 ... */
 #define PACK_SAMPLE_FROM (64u << 10) /* ... of payloads from this size up */
 #define PACK_ZSTD_LEVEL 1            /* zstd's fastest regular level */
 
@@ -30,9 +30,10 @@ size_t pack_bound(size_t len);
 
 /* Compresses src[0..len) with codec (REPL_HF_LZ4 or REPL_HF_ZSTD) into dst
  * (pack_bound(len) bytes). Returns the compressed length, or 0 when the
- * payload goes raw: from PACK_SAMPLE_FROM up, a PACK_SAMPLE from its middle
- * did not shrink by the margin (the cheap test); or the whole did not fit in
- * pack_bound(len); or no context could be made. */
+ * payload goes raw: the cheap test (LZ4, on a PACK_SAMPLE from the middle
+ * from PACK_SAMPLE_FROM up; below, for zstd, on the whole payload when the
+ * previous one did not compress) did not shrink by the margin; or the whole
+ * did not fit in pack_bound(len); or no context could be made. */
 size_t pack_compress(struct pack *p, uint16_t codec, const void *src, size_t len, void *dst);
 
 /* Decompresses src[0..clen), compressed with codec, into dst[0..len): 0 when

@@ -1779,6 +1779,24 @@ static void test_pack_incompressible(void **state)
 		assert_int_equal(pack_compress(p, 0, in, 4096, zb), 0);
 		assert_int_equal(pack_compress(p, REPL_HF_CODECS, in, 4096, zb), 0);
 	}
+	/* zstd below PACK_SAMPLE_FROM: hex digits of noise (no repeats for LZ4,
+	 * half the entropy for zstd) compress while the payload before did;
+	 * after one that did not, LZ4's test sends them raw until a payload
+	 * with repeats comes */
+	pack_free(p);
+	assert_int_equal(pack_new(&p), 0);
+	noise(in, 4096, 10);
+	for (size_t i = 0; i < 4096; i++) {
+		static const char hex[] = "0123456789abcdef";
+		in[4096 + i] = (uint8_t)hex[in[i] & 15];
+	}
+	assert_true(pack_compress(p, REPL_HF_ZSTD, in + 4096, 4096, zb) > 0);
+	assert_int_equal(pack_compress(p, REPL_HF_ZSTD, in, 4096, zb), 0); /* noise */
+	assert_int_equal(pack_compress(p, REPL_HF_ZSTD, in + 4096, 4096, zb), 0);
+	assert_int_equal(pack_compress(p, REPL_HF_LZ4, in + 4096, 4096, zb), 0);
+	memset(in + 8192, 0x11, 4096);
+	assert_true(pack_compress(p, REPL_HF_ZSTD, in + 8192, 4096, zb) > 0);
+	assert_true(pack_compress(p, REPL_HF_ZSTD, in + 4096, 4096, zb) > 0);
 	assert_string_equal(pack_codec_name(0), "none");
 	assert_string_equal(pack_codec_name(REPL_HF_LZ4), "lz4");
 	assert_string_equal(pack_codec_name(REPL_HF_ZSTD), "zstd");
