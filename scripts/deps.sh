@@ -6,7 +6,7 @@
 #                            bench/iscsi.sh)
 # As root it runs apt-get; otherwise it names what is missing and fails.
 set -euo pipefail
-build_pkgs=(gcc make pkg-config liburing-dev libinih-dev libcmocka-dev libssl-dev)
+build_pkgs=(gcc make pkg-config liburing-dev libinih-dev libcmocka-dev libssl-dev liblz4-dev libzstd-dev)
 test_pkgs=(clang libnbd-bin qemu-utils qemu-block-extra fio nbdkit libiscsi-bin iproute2 python3
 	shellcheck cppcheck clang-format e2fsprogs xfsprogs git spin)
 # qemu-system-common ships qemu-storage-daemon (the anchor of bench/repl.sh);

@@ -47,7 +47,9 @@
 #define REPL_FEAT_RESYNC2 (1ull << 0) /* RS_ZERO, CSUM, RS_START, ACK_DIFFERS */
 #define REPL_FEAT_META (1ull << 1)    /* META */
 #define REPL_FEAT_SWITCH (1ull << 2)  /* SWITCH */
-#define REPL_FEATURES_KNOWN (REPL_FEAT_RESYNC2 | REPL_FEAT_META | REPL_FEAT_SWITCH)
+#define REPL_FEAT_COMPRESS (1ull << 3) /* REPL_HF_LZ4, REPL_HF_ZSTD (below) */
+#define REPL_FEATURES_KNOWN \
+	(REPL_FEAT_RESYNC2 | REPL_FEAT_META | REPL_FEAT_SWITCH | REPL_FEAT_COMPRESS)
 #define REPL_MAX_META 32736u          /* = TANDEM_MD_META_MAX */
 
 enum repl_type {
@@ -86,10 +88,22 @@ enum repl_type {
 #define REPL_SW_DEMOTE 1u
 #define REPL_SW_PROMOTE 2u
 
+/* Header flags: only with REPL_FEAT_COMPRESS, only on WRITE and RS_DATA, at
+ * most one of them; every other message has flags zero. The flag names the
+ * codec of the payload: the body is the fixed part (struct repl_io, whose
+ * len stays the length of the data) followed by the compressed bytes, so the
+ * header's len is sizeof(struct repl_io) + the compressed length. The
+ * compressed length is below io.len, and the payload decompresses to exactly
+ * io.len bytes; a receiver ends the connection on anything else. Which
+ * messages go compressed is the sender's choice, message by message. */
+#define REPL_HF_LZ4 (1u << 0)  /* one LZ4 block (the format of LZ4_compress_default) */
+#define REPL_HF_ZSTD (1u << 1) /* one Zstandard frame (RFC 8878) */
+#define REPL_HF_CODECS (REPL_HF_LZ4 | REPL_HF_ZSTD)
+
 struct repl_hdr {
 	uint32_t magic;  /* REPL_HDR_MAGIC */
 	uint16_t type;   /* enum repl_type */
-	uint16_t flags;  /* zero: no per-message flags defined */
+	uint16_t flags;  /* REPL_HF_*, else zero */
 	uint32_t len;    /* body bytes after this header */
 	uint32_t reserved;
 } __attribute__((packed));
@@ -147,7 +161,8 @@ struct repl_bitmap {
 #define REPL_F_FUA 1u
 #define REPL_F_KNOWN REPL_F_FUA
 
-/* WRITE and RS_DATA (payload of len bytes follows); TRIM and ZERO (none). */
+/* WRITE and RS_DATA (payload of len bytes follows, or fewer when compressed:
+ * REPL_HF_*); TRIM and ZERO (none). */
 struct repl_io {
 	uint64_t seq; /* per connection and direction, from 1, +1 per request */
 	uint64_t off;

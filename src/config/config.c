@@ -250,6 +250,7 @@ static const char *const cluster_keys[] = { "name",
 					    "quorum-timeout",
 					    "resync-link-rate",
 					    "witness-dir",
+					    "compression",
 					    NULL };
 static const char *const node_keys[] = {
 	"replication",           "iscsi",   "nbd", "control", "data-dir", "metrics", "busy-poll",
@@ -272,6 +273,7 @@ static const char *const volume_keys[] = { "size",
 					   "chap-mutual-user",
 					   "chap-mutual-secret",
 					   "failover",
+					   "compression",
 					   NULL };
 
 static int key_index(const char *const *keys, const char *key)
@@ -348,6 +350,23 @@ static int begin_section(struct parse *p, const char *section)
 	fail(p, p->line, NULL, "unknown section [%s] (expected [cluster], [node NAME] or [volume NAME])",
 	     section);
 	return -1;
+}
+
+/* compression = none | lz4 | zstd ([cluster] and [volume]) */
+static int set_compression(struct parse *p, const char *key, const char *val,
+			   enum cfg_compress *dst)
+{
+	if (strcmp(val, "none") == 0)
+		*dst = CFG_COMPRESS_NONE;
+	else if (strcmp(val, "lz4") == 0)
+		*dst = CFG_COMPRESS_LZ4;
+	else if (strcmp(val, "zstd") == 0)
+		*dst = CFG_COMPRESS_ZSTD;
+	else {
+		fail(p, p->line, key, "'%s' is not one of none, lz4, zstd", val);
+		return -1;
+	}
+	return 0;
 }
 
 /* auth, chap-*: 1 when key is one of them (handled, or failed), 0 if not. */
@@ -457,6 +476,8 @@ static int handle_cluster(struct parse *p, const char *key, const char *val)
 		}
 		return 0;
 	}
+	if (strcmp(key, "compression") == 0)
+		return set_compression(p, key, val, &c->compression);
 	if (strcmp(key, "witness-dir") == 0) {
 		if (val[0] != '/') {
 			fail(p, p->line, key, "'%s' is not an absolute path", val);
@@ -656,6 +677,10 @@ static int handle_volume(struct parse *p, const char *key, const char *val)
 			return -1;
 		}
 		return 0;
+	}
+	if (strcmp(key, "compression") == 0) {
+		v->compression_set = true;
+		return set_compression(p, key, val, &v->compression);
 	}
 	if (strcmp(key, "resync-checksum") == 0) {
 		if (strcmp(val, "yes") == 0)
@@ -885,6 +910,8 @@ static int resolve(struct parse *p)
 				return -1;
 			}
 		}
+		if (!v->compression_set)
+			v->compression = c->compression;
 		if (v->auth.set) {
 			char where[CFG_NAME_MAX + 16];
 			snprintf(where, sizeof(where), "[volume %s]", v->name);

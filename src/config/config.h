@@ -39,6 +39,9 @@ enum cfg_repl { CFG_REPL_SYNC = 0, CFG_REPL_ASYNC };
  * refuses O_DIRECT, e.g. tmpfs); writeback: through the page cache. Both honour
  * FLUSH and FUA with fdatasync / RWF_DSYNC. */
 enum cfg_cache { CFG_CACHE_NONE = 0, CFG_CACHE_WRITEBACK };
+/* Compression of replicated data on the link (what this node sends; it takes
+ * every codec it knows whatever it sends with). */
+enum cfg_compress { CFG_COMPRESS_NONE = 0, CFG_COMPRESS_LZ4, CFG_COMPRESS_ZSTD };
 
 struct cfg_node {
 	char name[CFG_NAME_MAX];
@@ -83,6 +86,8 @@ struct cfg_volume {
 	bool failover_manual; /* failover = manual: never promoted by the witness alone */
 	struct cfg_auth auth; /* resolved: the volume's keys, else the cluster's */
 	enum cfg_cache cache;
+	enum cfg_compress compression; /* resolved: the volume's, else the cluster's */
+	bool compression_set;          /* given in [volume] */
 	uint64_t bitmap_granularity; /* bytes of data per change-bitmap bit */
 	char disk[CFG_MAX_NODES][CFG_PATH_MAX]; /* per cfg.nodes index; "" = data-dir file */
 	int disk_line[CFG_MAX_NODES];
@@ -102,6 +107,7 @@ struct cfg {
 	unsigned quorum_timeout_ms;    /* a write held for quorum fails after this */
 	uint64_t resync_link_rate; /* bytes/s for the resyncs of all volumes to one peer; 0 none */
 	char witness_dir[CFG_PATH_MAX]; /* tandem-witness: its state files */
+	enum cfg_compress compression;  /* every volume's default */
 	struct cfg_auth auth;     /* iSCSI: discovery, and the volumes' default */
 	unsigned nnodes, nvolumes;
 	struct cfg_node nodes[CFG_MAX_NODES];

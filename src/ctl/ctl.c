@@ -225,7 +225,10 @@ size_t ctl_status_json(const struct ctl_info *info, const char *only, char *out,
 			    "\"resync_same_bytes\":%llu,\"verify\":{\"state\":\"%s\","
 			    "\"percent\":%.1f,\"mismatch_ranges\":%llu,\"mismatch_bytes\":%llu},"
 			    "\"link\":{\"wire_bytes\":%llu,\"data_bytes\":%llu,\"zero_bytes\":%llu,"
-			    "\"send_bytes_per_sec\":%llu,\"rtt_ms\":%.3f}}",
+			    "\"send_bytes_per_sec\":%llu,\"rtt_ms\":%.3f,\"compression\":\"%s\","
+			    "\"compressed_in_bytes\":%llu,\"compressed_out_bytes\":%llu,"
+			    "\"compress_skipped_bytes\":%llu,\"compress_cpu_ms\":%.3f,"
+			    "\"decompressed_bytes\":%llu,\"decompress_cpu_ms\":%.3f}}",
 			    b, repl_conn_name(st.conn),
 			    st.behind ? "behind" : repl_rep_name(st.rep),
 			    st.peer_disk < 0 ? "unknown"
@@ -252,7 +255,13 @@ size_t ctl_status_json(const struct ctl_info *info, const char *only, char *out,
 			    (unsigned long long)st.link_wire_bytes,
 			    (unsigned long long)st.link_data_bytes,
 			    (unsigned long long)st.link_zero_bytes,
-			    (unsigned long long)st.link_send_bytes_per_sec, st.link_rtt_ms);
+			    (unsigned long long)st.link_send_bytes_per_sec, st.link_rtt_ms,
+			    st.link_compression ? st.link_compression : "none",
+			    (unsigned long long)st.link_compressed_in_bytes,
+			    (unsigned long long)st.link_compressed_out_bytes,
+			    (unsigned long long)st.link_compress_skipped_bytes,
+			    st.link_compress_cpu_ms, (unsigned long long)st.link_decompressed_bytes,
+			    st.link_decompress_cpu_ms);
 		}
 		PUT("]}");
 		first = false;

@@ -146,6 +146,9 @@ int repl_new(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned se
 	r->drop_kick.fn = drop_kick_fn;
 	r->ctl_timer.fn = ctl_tick;
 	r->csum = cv->resync_checksum;
+	r->pack_codec = cv->compression == CFG_COMPRESS_LZ4    ? REPL_HF_LZ4
+			: cv->compression == CFG_COMPRESS_ZSTD ? REPL_HF_ZSTD
+							       : 0;
 	r->backoff_ms = RETRY_MIN_MS;
 	bufpool_init(&r->pool, 64u << 20);
 	list_init(&r->inflight);
@@ -213,7 +216,9 @@ int repl_new(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned se
 	r->slots = calloc(NSLOTS, sizeof(*r->slots));
 	r->busy = calloc(bm_words(r->bm), 8);
 	r->drain_touched = calloc(bm_words(r->bm), 8);
-	if (!r->slots || !r->busy || !r->drain_touched) {
+	/* (always: a node decompresses what its peer sends, whatever its own
+	 * setting; the codecs' contexts come on first use) */
+	if (!r->slots || !r->busy || !r->drain_touched || pack_new(&r->pk)) {
 		bm_free(r->bm);
 		free(r->slots);
 		free(r->busy);
@@ -299,6 +304,7 @@ void repl_free(struct repl *r)
 		free(run);
 	}
 	bufpool_drain(&r->pool);
+	pack_free(r->pk);
 	r->v->repl = NULL;
 	r->v->repl_ops = NULL;
 	r->v->repl_ctx = NULL;

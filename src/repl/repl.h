@@ -155,6 +155,14 @@ struct repl_status {
 	uint64_t link_zero_bytes; /* data sent as zero extents instead */
 	uint64_t link_send_bytes_per_sec;
 	double link_rtt_ms; /* the last keepalive's round trip; 0 none yet */
+	/* compression: the codec sent with ("none" unless the peer takes it) */
+	const char *link_compression;
+	uint64_t link_compressed_in_bytes;    /* data that went out compressed ... */
+	uint64_t link_compressed_out_bytes;   /* ... and the bytes sent for it */
+	uint64_t link_compress_skipped_bytes; /* data tested, sent as is */
+	double link_compress_cpu_ms;
+	uint64_t link_decompressed_bytes; /* data received compressed */
+	double link_decompress_cpu_ms;
 };
 
 /* Opens the change bitmap and prepares the volume's replication with the

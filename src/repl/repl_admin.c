@@ -438,6 +438,14 @@ void repl_get_status(const struct repl *r, struct repl_status *st)
 	st->link_zero_bytes = r->lk_zero_bytes;
 	st->link_send_bytes_per_sec = r->lk_rate_bps;
 	st->link_rtt_ms = (double)r->lk_rtt_ns / 1e6;
+	st->link_compression =
+		pack_codec_name(r->features & REPL_FEAT_COMPRESS ? r->pack_codec : 0);
+	st->link_compressed_in_bytes = r->lk_pack_in;
+	st->link_compressed_out_bytes = r->lk_pack_out;
+	st->link_compress_skipped_bytes = r->lk_pack_skip;
+	st->link_compress_cpu_ms = (double)r->lk_pack_ns / 1e6;
+	st->link_decompressed_bytes = r->lk_unpack_out;
+	st->link_decompress_cpu_ms = (double)r->lk_unpack_ns / 1e6;
 }
 
 /* ---- planned switchover ----

@@ -253,8 +253,11 @@ void data_rx_done(struct net_conn *nc, int err)
 	struct rapply *a = c->rx_cur;
 
 	c->rx_cur = NULL;
+	if (!err && a->zbuf && unpack_end(c, a))
+		err = -EBADMSG; /* the connection failed */
 	if (err) {
 		c->apply_bytes -= a->io.len;
+		unpack_drop(c->r, a);
 		bufpool_put(&c->r->pool, a->io.buf, a->io.len);
 		free(a);
 		return;
@@ -306,15 +309,17 @@ int msg_data(struct rconn *c, const struct repl_msg *m)
 		return 0;
 	}
 	if (m->data_len) {
-		a->io.buf = bufpool_get(&r->pool, m->data_len);
+		a->io.buf = bufpool_get(&r->pool, a->io.len);
 		if (!a->io.buf) {
 			free(a);
 			conn_fail(c, "out of memory");
 			return -1;
 		}
-		c->apply_bytes += m->data_len;
+		c->apply_bytes += a->io.len;
 		c->rx_cur = a;
-		return 1; /* payload follows: receive it directly */
+		/* payload follows: receive it directly (compressed: into a->zbuf;
+		 * on failure conn_release frees rx_cur) */
+		return m->hflags ? unpack_begin(c, a, m) : 1;
 	}
 	apply_queue(c, a);
 	return 0;

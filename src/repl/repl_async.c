@@ -113,6 +113,7 @@ static void ab_tx_done(struct net_tx *tx, int err)
 	struct repl *r = e->r;
 	(void)err;
 
+	pack_sent(r, &e->io.rep);
 	r->ab_net_bytes -= MIN(r->ab_net_bytes, (uint64_t)e->bytes + 64);
 	if (r->conn)
 		ev_defer(r->ev, &r->ab_kick);
@@ -243,9 +244,7 @@ static void ab_pump(struct repl *r)
 		e->io.rep.tx.iov[0].iov_len = n;
 		e->io.rep.tx.iovcnt = 1;
 		if (e->bytes) {
-			e->io.rep.tx.iov[1].iov_base = e->data;
-			e->io.rep.tx.iov[1].iov_len = e->bytes;
-			e->io.rep.tx.iovcnt = 2;
+			pack_payload(r, &e->io.rep, e->data, e->bytes);
 			r->lk_data_bytes += e->bytes;
 		} else if (e->io.type != BS_FLUSH) {
 			r->lk_zero_bytes += e->io.len;

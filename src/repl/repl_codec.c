@@ -4,6 +4,7 @@
 
 #include <endian.h>
 #include <errno.h>
+#include <stddef.h>
 #include <string.h>
 
 #define L16(x) ((x) = le16toh(x))
@@ -12,6 +13,8 @@
 #define S16(x) ((x) = htole16(x))
 #define S32(x) ((x) = htole32(x))
 #define S64(x) ((x) = htole64(x))
+/* A refusal with the rule it broke (shown when the connection ends). */
+#define BAD(m, rule) ((m)->why = (rule), -EBADMSG)
 
 /* Fixed body size per type; 0 for an unknown type (and BITMAP_END). */
 static uint32_t fixed_len(uint16_t type)
@@ -51,8 +54,16 @@ int repl_decode_hdr(const uint8_t in[sizeof(struct repl_hdr)], struct repl_msg *
 	L32(h.len);
 	L32(h.reserved);
 	memset(m, 0, sizeof(*m));
-	if (h.magic != REPL_HDR_MAGIC || h.flags || h.reserved)
-		return -EBADMSG;
+	if (h.magic != REPL_HDR_MAGIC)
+		return BAD(m, "bad magic");
+	if (h.reserved)
+		return BAD(m, "reserved field not zero");
+	if (h.flags && (h.type != REPL_WRITE && h.type != REPL_RS_DATA))
+		return BAD(m, "flags on a message that has none");
+	if (h.flags & ~REPL_HF_CODECS)
+		return BAD(m, "unknown flags");
+	if (h.flags == REPL_HF_CODECS)
+		return BAD(m, "two compression codecs");
 	fl = fixed_len(h.type);
 	switch (h.type) {
 	case REPL_BITMAP_END:
@@ -70,7 +81,7 @@ int repl_decode_hdr(const uint8_t in[sizeof(struct repl_hdr)], struct repl_msg *
 	case REPL_WRITE:
 	case REPL_RS_DATA:
 		if (h.len <= fl || h.len - fl > REPL_MAX_DATA)
-			return -EBADMSG;
+			return BAD(m, "payload length out of range");
 		break;
 	case REPL_BITMAP:
 		if (h.len <= fl || h.len - fl > REPL_MAX_BITMAP_WORDS * 8u || (h.len - fl) % 8)
@@ -82,10 +93,13 @@ int repl_decode_hdr(const uint8_t in[sizeof(struct repl_hdr)], struct repl_msg *
 			return -EBADMSG;
 		break;
 	default:
-		if (fl == 0 || h.len != fl)
+		if (fl == 0)
+			return BAD(m, "unknown type");
+		if (h.len != fl)
 			return -EBADMSG;
 	}
 	m->type = h.type;
+	m->hflags = h.flags;
 	m->len = h.len;
 	return 0;
 }
@@ -219,9 +233,14 @@ int repl_decode_body(const uint8_t *in, struct repl_msg *m)
 			memcpy(m->digest, in + sizeof(*io), REPL_DIGEST_LEN);
 		}
 		if (m->type == REPL_WRITE || m->type == REPL_RS_DATA) {
-			if (io->len != m->len - fl)
+			/* compressed: fewer bytes than the data they stand for */
+			if (m->hflags && io->len > REPL_MAX_DATA)
+				return BAD(m, "compressed data longer than the largest write");
+			if (m->hflags && m->len - fl >= io->len)
+				return BAD(m, "compressed payload not smaller than its data");
+			if (!m->hflags && io->len != m->len - fl)
 				return -EBADMSG;
-			m->data_len = io->len;
+			m->data_len = m->len - fl;
 		}
 		return 0;
 	}
@@ -366,6 +385,15 @@ size_t repl_enc_io(uint8_t *out, uint16_t type, const struct repl_io *in)
 	S32(io.flags);
 	memcpy(out + n, &io, sizeof(io));
 	return n + sizeof(io);
+}
+
+void repl_enc_packed(uint8_t *hdr, uint16_t codec, uint32_t wire_len)
+{
+	uint16_t f = htole16(codec);
+	uint32_t len = htole32((uint32_t)sizeof(struct repl_io) + wire_len);
+
+	memcpy(hdr + offsetof(struct repl_hdr, flags), &f, sizeof(f));
+	memcpy(hdr + offsetof(struct repl_hdr, len), &len, sizeof(len));
 }
 
 size_t repl_enc_csum(uint8_t *out, const struct repl_io *in, const uint8_t digest[REPL_DIGEST_LEN])

@@ -10,12 +10,14 @@
 #include "../../include/proto/repl.h"
 
 /* A decoded message, host byte order. For WRITE and RS_DATA only the fixed
- * part is decoded; data_len payload bytes follow it on the wire. For ACK,
+ * part is decoded; data_len payload bytes follow it on the wire: u.io.len
+ * bytes of data, or fewer compressed ones when hflags names a codec. For ACK,
  * BITMAP and ERROR, `var` points at the variable part inside the caller's
  * buffer (entries, words or text: read them with the accessors below). */
 struct repl_msg {
 	uint16_t type;
-	uint32_t len; /* body length from the header */
+	uint16_t hflags; /* header flags: REPL_HF_LZ4 or REPL_HF_ZSTD (WRITE, RS_DATA), else 0 */
+	uint32_t len;    /* body length from the header */
 	union {
 		struct repl_hello hello;
 		struct repl_auth auth;
@@ -31,10 +33,13 @@ struct repl_msg {
 	uint32_t var_len;
 	uint32_t data_len; /* WRITE / RS_DATA payload that follows */
 	uint8_t digest[REPL_DIGEST_LEN]; /* CSUM (u.io holds the rest) */
+	const char *why; /* a refused header or compressed body: the rule it broke */
 };
 
-/* Header: 0, or -EBADMSG (bad magic, unknown type, non-zero flags or reserved,
- * length impossible for the type). */
+/* Header: 0, or -EBADMSG (bad magic, unknown type, reserved not zero, flags
+ * other than one codec on WRITE / RS_DATA, length impossible for the type).
+ * Flags are checked here as the format allows them; whether the connection
+ * negotiated them (REPL_FEAT_COMPRESS) is its own check. */
 int repl_decode_hdr(const uint8_t in[sizeof(struct repl_hdr)], struct repl_msg *m);
 /* Bytes of body that must be buffered before repl_decode_body can run (the
  * whole body, except the payload of WRITE / RS_DATA). */
@@ -55,6 +60,9 @@ size_t repl_enc_auth(uint8_t *out, const struct repl_auth *a);
 size_t repl_enc_state(uint8_t *out, const struct repl_state *s);
 size_t repl_enc_bitmap(uint8_t *out, uint64_t start, uint32_t words); /* words follow */
 size_t repl_enc_io(uint8_t *out, uint16_t type, const struct repl_io *io); /* + payload */
+/* Rewrites the header of a WRITE / RS_DATA that repl_enc_io wrote at hdr:
+ * its payload goes compressed with codec (REPL_HF_*), wire_len bytes. */
+void repl_enc_packed(uint8_t *hdr, uint16_t codec, uint32_t wire_len);
 size_t repl_enc_flush(uint8_t *out, uint64_t seq);
 size_t repl_enc_csum(uint8_t *out, const struct repl_io *io, const uint8_t digest[REPL_DIGEST_LEN]);
 size_t repl_enc_ack_hdr(uint8_t *out, uint32_t count); /* count entries follow */

@@ -80,6 +80,7 @@ static void conn_release(struct net_peer *p)
 
 	if (c->rx_cur) { /* closed in the middle of a payload */
 		c->apply_bytes -= c->rx_cur->io.len;
+		unpack_drop(c->r, c->rx_cur);
 		bufpool_put(&c->r->pool, c->rx_cur->io.buf, c->rx_cur->io.len);
 		free(c->rx_cur);
 		c->rx_cur = NULL;
@@ -328,7 +329,8 @@ static int handle_msg(struct rconn *c, const uint8_t *body)
 
 	if (repl_decode_body(body, m) ||
 	    (m->type < REPL_TYPE_END && m->len < msg_types[m->type].min_len)) {
-		conn_fail(c, "malformed message of type %u", m->type);
+		conn_fail(c, "malformed message of type %u%s%s%s", m->type, m->why ? " (" : "",
+			  m->why ? m->why : "", m->why ? ")" : "");
 		return -1;
 	}
 	t = m->type < REPL_TYPE_END ? &msg_types[m->type] : NULL;
@@ -342,6 +344,18 @@ static int handle_msg(struct rconn *c, const uint8_t *body)
 		return -1;
 	}
 	return t->fn(c, m);
+}
+
+/* The payload of a WRITE / RS_DATA goes straight to its buffer: the data's,
+ * or the compressed copy's (repl_pack.c decompresses it). */
+static void rx_payload(struct rconn *c)
+{
+	struct rapply *a = c->rx_cur;
+
+	if (a->zbuf)
+		net_rx_direct(&c->peer.net, a->zbuf, a->zlen, data_rx_done);
+	else
+		net_rx_direct(&c->peer.net, a->io.buf, a->io.len, data_rx_done);
 }
 
 static void on_rx(struct net_conn *nc)
@@ -358,7 +372,9 @@ static void on_rx(struct net_conn *nc)
 				return;
 			if (repl_decode_hdr(net_rx_peek(nc), &c->m)) {
 				conn_fail(c,
-					  "bad message header (not a Tandem peer, or out of step)");
+					  "bad message header (%s: not a Tandem peer, or out of "
+					  "step)",
+					  c->m.why ? c->m.why : "length");
 				return;
 			}
 			net_rx_consume(nc, sizeof(struct repl_hdr));
@@ -383,8 +399,7 @@ static void on_rx(struct net_conn *nc)
 			return;
 		if (k == 1) {
 			/* (data_rx_done may run inside and clear rx_cur) */
-			/* cppcheck-suppress nullPointerRedundantCheck */
-			net_rx_direct(nc, c->rx_cur->io.buf, c->rx_cur->io.len, data_rx_done);
+			rx_payload(c);
 			if (c->rx_cur)
 				return; /* the rest arrives later */
 		}

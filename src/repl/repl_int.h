@@ -21,6 +21,7 @@
 #include "repl.h"
 #include "repl_codec.h"
 #include "repl_gen.h"
+#include "repl_pack.h"
 #include "rsctl.h"
 
 #define RX_BUF (64u * 1024u)
@@ -54,6 +55,11 @@ struct rapply {
 	uint64_t seq;
 	uint16_t type;
 	uint8_t digest[REPL_DIGEST_LEN]; /* CSUM: the sender's */
+	/* a compressed payload (unpack_begin): received into zbuf, then
+	 * decompressed into io.buf */
+	void *zbuf;
+	uint32_t zlen;
+	uint16_t codec; /* REPL_HF_* */
 	struct list link;
 };
 
@@ -278,6 +284,14 @@ struct repl {
 	uint64_t lk_wire_prev;  /* bytes on the wire of connections gone */
 	uint64_t lk_rtt_ns;     /* the last PING's round trip; 0 none yet */
 	uint64_t lk_rate_bps, lk_rate_t0, lk_rate_b0; /* wire send rate, per second */
+	/* compression (repl_pack.c): the codec this volume sends with
+	 * (REPL_HF_*, 0 none), the codecs' contexts, and what they did */
+	uint16_t pack_codec;
+	struct pack *pk;
+	uint64_t lk_pack_in, lk_pack_out;  /* data compressed, and what was sent for it */
+	uint64_t lk_pack_skip;             /* data tested and sent as is */
+	uint64_t lk_pack_ns, lk_unpack_ns; /* time spent compressing, decompressing */
+	uint64_t lk_unpack_out;            /* data decompressed (received compressed) */
 };
 
 /* The resync budget of all volumes between this node and one peer
@@ -434,6 +448,37 @@ void data_rx_done(struct net_conn *nc, int err);
 int msg_data(struct rconn *c, const struct repl_msg *m);
 int msg_meta(struct rconn *c, const struct repl_msg *m);
 int msg_set_gen(struct rconn *c, const struct repl_msg *m);
+
+/* repl_pack.c: compressed payloads (REPL_FEAT_COMPRESS). The sender's side
+ * is two inline calls, so that a volume without compression pays one
+ * branch per message and nothing else. */
+void pack_try(struct repl *r, struct vol_rep *rep, const void *buf, uint32_t len);
+void pack_put(struct repl *r, struct vol_rep *rep);
+/* The payload of the WRITE or RS_DATA whose header is in rep->hdr: buf as
+ * is, or compressed when this volume compresses, the peer takes it and the
+ * data shrinks enough (then the header says so, and rep->zbuf holds the
+ * compressed bytes until pack_sent). */
+static inline void pack_payload(struct repl *r, struct vol_rep *rep, void *buf, uint64_t len)
+{
+	rep->tx.iov[1].iov_base = buf;
+	rep->tx.iov[1].iov_len = len;
+	rep->tx.iovcnt = 2;
+	if (r->pack_codec && (r->features & REPL_FEAT_COMPRESS))
+		pack_try(r, rep, buf, (uint32_t)len);
+}
+/* From the net_tx done callback of rep's message: the compressed copy goes. */
+static inline void pack_sent(struct repl *r, struct vol_rep *rep)
+{
+	if (rep->zbuf)
+		pack_put(r, rep);
+}
+/* msg_data, for a compressed payload: where it is received (a->zbuf);
+ * 1 (receive it), or -1 when the connection failed (no feature, no memory). */
+int unpack_begin(struct rconn *c, struct rapply *a, const struct repl_msg *m);
+/* The payload is in: decompressed into a->io.buf, a->zbuf released. 0, or
+ * -1 when it was not what its message said (the connection failed). */
+int unpack_end(struct rconn *c, struct rapply *a);
+void unpack_drop(struct repl *r, struct rapply *a); /* releases a->zbuf, if any */
 
 /* repl_sync.c: resync and verify, source and target */
 void digest_of(const void *buf, size_t len, uint8_t out[REPL_DIGEST_LEN]);

@@ -161,6 +161,7 @@ static void rs_tx_done(struct net_tx *tx, int err)
 	struct vol_io *io = container_of(tx, struct vol_io, rep.tx);
 	struct rsreq *q = container_of(io, struct rsreq, io);
 	(void)err;
+	pack_sent(q->r, &q->io.rep);
 	rs_put(q->r, q);
 }
 
@@ -204,9 +205,7 @@ static void rs_send_data(struct repl *r, struct rsreq *q)
 		return;
 	n = repl_enc_io(q->io.rep.hdr, q->zero ? REPL_RS_ZERO : REPL_RS_DATA, &w);
 	if (!q->zero) {
-		q->io.rep.tx.iov[1].iov_base = q->io.buf;
-		q->io.rep.tx.iov[1].iov_len = q->io.len;
-		q->io.rep.tx.iovcnt = 2;
+		pack_payload(r, &q->io.rep, q->io.buf, q->io.len);
 		r->rs_sent_bytes += q->io.len;
 		r->lk_data_bytes += q->io.len;
 	} else {

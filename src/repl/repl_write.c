@@ -102,6 +102,7 @@ static void fg_tx_done(struct net_tx *tx, int err)
 {
 	struct vol_io *io = container_of(tx, struct vol_io, rep.tx);
 	(void)err;
+	pack_sent(io->vol->repl, &io->rep);
 	fg_put(io->vol->repl, io);
 }
 
@@ -138,9 +139,7 @@ static void fg_send(struct repl *r, struct vol_io *io)
 	io->rep.tx.iov[0].iov_len = n;
 	io->rep.tx.iovcnt = 1;
 	if (io->type == BS_WRITE && !zero) {
-		io->rep.tx.iov[1].iov_base = io->buf;
-		io->rep.tx.iov[1].iov_len = io->len;
-		io->rep.tx.iovcnt = 2;
+		pack_payload(r, &io->rep, io->buf, io->len);
 		r->lk_data_bytes += io->len;
 	} else if (io->type != BS_FLUSH) {
 		r->lk_zero_bytes += io->len;

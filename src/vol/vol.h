@@ -175,6 +175,8 @@ struct vol_rep {
 	uint8_t ab;             /* async: 0 not seen by the stream, 1 streamed, 2 marked */
 	struct list wlink;      /* async: waiting for room in the stream */
 	int lres;               /* local result */
+	void *zbuf;             /* the compressed payload being sent; NULL none */
+	uint32_t zcap;          /* ... its size in the buffer pool */
 };
 
 /* A request from a front-end. The front-end fills type, flags, off, len, buf

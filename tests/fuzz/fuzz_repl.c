@@ -3,16 +3,21 @@
  * leading mode byte that decides how headers are presented (so that the
  * fuzzer spends its time behind the first checks):
  *   bit 0: the header magic is forced valid;
- *   bit 1: the header flags and reserved field are forced to zero.
+ *   bit 1: the header's reserved field is forced to zero, and of its flags
+ *          only the codec bits (REPL_HF_CODECS) are kept.
  * Messages are decoded one after the other as the connection code does it:
  * the 16-byte header, then repl_body_needed() bytes of body copied into a
  * heap buffer of exactly that size (ASan sees any read past it), then the
- * body; a WRITE / RS_DATA payload is skipped. The stream ends at the first
- * refused or incomplete message. Every accepted message must satisfy the
- * limits the connection code relies on; the var part must lie inside the
- * body and is read through repl_bitmap_word / repl_ack_entry; re-encoding
- * the decoded message must give the received bytes back, and decoding those
- * must give the same struct. A violated property calls abort(). */
+ * body; a raw WRITE / RS_DATA payload is skipped, a compressed one (of at
+ * most UNPACK_MAX bytes of data) is decompressed as the receiver does it,
+ * from an exact-size heap copy into an exact-size buffer: the result is 0 or
+ * -EBADMSG, and data that decompressed goes through pack_compress and back
+ * unchanged. The stream ends at the first refused or incomplete message.
+ * Every accepted message must satisfy the limits the connection code relies
+ * on; the var part must lie inside the body and is read through
+ * repl_bitmap_word / repl_ack_entry; re-encoding the decoded message must
+ * give the received bytes back, and decoding those must give the same
+ * struct. A violated property calls abort(). */
 #include <endian.h>
 #include <errno.h>
 #include <stdint.h>
@@ -20,11 +25,13 @@
 #include <string.h>
 
 #include "../../src/repl/repl_codec.h"
+#include "../../src/repl/repl_pack.h"
 
 #include "fuzz.h"
 
 #define HDR sizeof(struct repl_hdr)
 #define OUT_MAX (HDR + sizeof(struct repl_bitmap) + REPL_MAX_BITMAP_WORDS * 8u)
+#define UNPACK_MAX (1u << 20) /* larger compressed payloads are only decoded */
 
 static int name_ok(const char *s)
 {
@@ -85,6 +92,7 @@ static void check_fields(const struct repl_msg *m, const uint8_t *body, uint32_t
 	if (m->type != REPL_WRITE && m->type != REPL_RS_DATA) {
 		CHECK(m->data_len == 0);
 		CHECK(need == m->len);
+		CHECK(m->hflags == 0);
 	}
 	switch (m->type) {
 	case REPL_HELLO: {
@@ -143,7 +151,12 @@ static void check_fields(const struct repl_msg *m, const uint8_t *body, uint32_t
 		CHECK(!(io->flags & ~REPL_F_KNOWN));
 		if (m->type == REPL_WRITE || m->type == REPL_RS_DATA) {
 			CHECK(need == sizeof(*io));
-			CHECK(m->data_len == io->len && io->len <= REPL_MAX_DATA);
+			CHECK(io->len <= REPL_MAX_DATA);
+			if (m->hflags) /* one codec; fewer bytes than the data */
+				CHECK((m->hflags == REPL_HF_LZ4 || m->hflags == REPL_HF_ZSTD) &&
+				      m->data_len > 0 && m->data_len < io->len);
+			else
+				CHECK(m->data_len == io->len);
 			CHECK(m->len == sizeof(*io) + m->data_len);
 		} else if (m->type == REPL_CSUM) {
 			/* the receiver reads io->len bytes to compare */
@@ -205,6 +218,10 @@ static size_t reencode(const struct repl_msg *m, uint8_t *out)
 	}
 	case REPL_WRITE:
 	case REPL_RS_DATA:
+		n = repl_enc_io(out, m->type, &m->u.io);
+		if (m->hflags)
+			repl_enc_packed(out, m->hflags, m->data_len);
+		return n;
 	case REPL_TRIM:
 	case REPL_ZERO:
 	case REPL_RS_ZERO: return repl_enc_io(out, m->type, &m->u.io);
@@ -242,7 +259,7 @@ static void check_reencode(const struct repl_msg *m, const uint8_t hdr[HDR], con
 	CHECK(memcmp(out, hdr, HDR) == 0);
 	CHECK(memcmp(out + HDR, body, need) == 0);
 	CHECK(repl_decode_hdr(out, &m2) == 0);
-	CHECK(m2.type == m->type && m2.len == m->len);
+	CHECK(m2.type == m->type && m2.len == m->len && m2.hflags == m->hflags);
 	CHECK(repl_body_needed(&m2) == need);
 	CHECK(repl_decode_body(out + HDR, &m2) == 0);
 	CHECK(memcmp(&m2.u, &m->u, fixed_size(m->type)) == 0);
@@ -251,6 +268,43 @@ static void check_reencode(const struct repl_msg *m, const uint8_t hdr[HDR], con
 	CHECK((m2.var == NULL) == (m->var == NULL));
 	if (m->var)
 		CHECK(memcmp(m2.var, m->var, m->var_len) == 0);
+}
+
+/* The receiver's decompression of a compressed payload (zl bytes at z) of
+ * a message that decoded: 0 or -EBADMSG; what came out compresses and
+ * decompresses back to itself. */
+static void check_unpack(const struct repl_msg *m, const uint8_t *z, uint32_t zl)
+{
+	static struct pack *pk; /* the contexts live as long as the process */
+	uint32_t len = m->u.io.len;
+	uint8_t *src, *out, *again, *back;
+	size_t n;
+	int r;
+
+	if (!pk)
+		CHECK(pack_new(&pk) == 0);
+	src = malloc(zl);
+	out = malloc(len);
+	CHECK(src && out);
+	memcpy(src, z, zl);
+	r = pack_decompress(pk, m->hflags, src, zl, out, len);
+	CHECK(r == 0 || r == -EBADMSG);
+	if (r == 0) {
+		again = malloc(pack_bound(len) ? pack_bound(len) : 1);
+		CHECK(again != NULL);
+		n = pack_compress(pk, m->hflags, out, len, again);
+		CHECK(n <= pack_bound(len));
+		if (n) {
+			back = malloc(len);
+			CHECK(back != NULL);
+			CHECK(pack_decompress(pk, m->hflags, again, n, back, len) == 0);
+			CHECK(memcmp(back, out, len) == 0);
+			free(back);
+		}
+		free(again);
+	}
+	free(src);
+	free(out);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -276,7 +330,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			memcpy(hdr + offsetof(struct repl_hdr, magic), &magic, 4);
 		}
 		if (mode & 2) {
-			memset(hdr + offsetof(struct repl_hdr, flags), 0, 2);
+			hdr[offsetof(struct repl_hdr, flags)] &= REPL_HF_CODECS;
+			hdr[offsetof(struct repl_hdr, flags) + 1] = 0;
 			memset(hdr + offsetof(struct repl_hdr, reserved), 0, 4);
 		}
 		r = repl_decode_hdr(hdr, &m);
@@ -297,6 +352,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			CHECK(m.type == (hdr[4] | hdr[5] << 8) && m.len == len); /* the header is kept */
 			check_fields(&m, body, need);
 			check_reencode(&m, hdr, body, need);
+			if (m.hflags && left - HDR >= len && m.u.io.len <= UNPACK_MAX)
+				check_unpack(&m, p + HDR + need, m.data_len);
 		}
 		free(body);
 		if (r || left - HDR < len)

@@ -395,6 +395,45 @@ static void test_err_bad_enum(void **state)
 	expect_error(t2, line_of(t2, "writethrough"), "cache", "writethrough");
 }
 
+/* compression: none by default; [cluster] sets every volume's default, a
+ * volume's own key wins (either order of the sections); bad values and
+ * duplicates are one-line errors naming file, line and key. */
+static void test_compression(void **state)
+{
+	static const char t0[] = HEAD VOL;
+#define NODES strstr(HEAD, "[node a]")
+	char t1[1024], e2[1024];
+	static const char e1[] = HEAD VOL "compression = gzip\n";
+	static const char e3[] = HEAD VOL "compression = lz4\ncompression = zstd\n";
+	static const char e4[] = HEAD VOL "compression =\n";
+	struct cfg *c;
+	(void)state;
+
+	snprintf(t1, sizeof(t1),
+		 "[volume w]\nsize = 1G\nnodes = a\ncompression = none\n"
+		 "[cluster]\nname = lab\nsecret = s3cret\ncompression = zstd\n%s" VOL
+		 "[volume x]\nsize = 1G\nnodes = b\ncompression = lz4\n",
+		 NODES);
+	snprintf(e2, sizeof(e2), "[cluster]\nname = lab\ncompression = LZ4\nsecret = s3cret\n%s",
+		 NODES);
+	c = parse_ok(t0);
+	assert_int_equal(c->compression, CFG_COMPRESS_NONE);
+	assert_int_equal(c->volumes[0].compression, CFG_COMPRESS_NONE);
+	cfg_free(c);
+	c = parse_ok(t1);
+	assert_int_equal(c->compression, CFG_COMPRESS_ZSTD);
+	assert_string_equal(c->volumes[0].name, "w");
+	assert_int_equal(c->volumes[0].compression, CFG_COMPRESS_NONE);
+	assert_int_equal(c->volumes[1].compression, CFG_COMPRESS_ZSTD);
+	assert_int_equal(c->volumes[2].compression, CFG_COMPRESS_LZ4);
+	cfg_free(c);
+	expect_error(e1, line_of(e1, "gzip"), "[volume v] compression", "gzip");
+	expect_error(e2, line_of(e2, "LZ4"), "[cluster] compression", "none, lz4, zstd");
+	expect_error(e3, line_of(e3, "zstd"), "compression", "twice");
+	expect_error(e4, line_of(e4, "compression ="), "compression", "''");
+#undef NODES
+}
+
 static void test_err_missing_cluster(void **state)
 {
 	static const char t[] = "[node a]\ncontrol = /c\ndata-dir = /d\n";
@@ -818,6 +857,7 @@ int main(void)
 		cmocka_unit_test(test_err_bad_size),
 		cmocka_unit_test(test_err_size_not_4k),
 		cmocka_unit_test(test_err_bad_enum),
+		cmocka_unit_test(test_compression),
 		cmocka_unit_test(test_err_missing_cluster),
 		cmocka_unit_test(test_err_missing_cluster_name),
 		cmocka_unit_test(test_err_missing_cluster_key_line),

@@ -5,18 +5,23 @@
  * change is refused with -EBADMSG at the stage that owns the rule (header or
  * body). Every decoder input is copied into an exact-size heap buffer, as a
  * receiver would buffer it, so that ASan (make SAN=1 unit) sees a read one
- * byte past the end. */
+ * byte past the end. The payload codecs (src/repl/repl_pack.h) are tested
+ * here too: compressed WRITE / RS_DATA, round trips, the cheap test, and
+ * every payload the decompressor must refuse. */
 #include "unit.h"
 
 #include <endian.h>
 #include <errno.h>
 #include <stdbool.h>
+#include <zstd.h>
 
 #include "../../src/repl/repl_codec.h"
+#include "../../src/repl/repl_pack.h"
 
 #define HDR ((size_t)sizeof(struct repl_hdr))
 #define WIRE_MAX (HDR + sizeof(struct repl_bitmap) + REPL_MAX_BITMAP_WORDS * 8u)
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define MIN2(a, b) ((a) < (b) ? (a) : (b))
 
 /* ---- receiving ---- */
 
@@ -846,7 +851,15 @@ static void test_hdr_flags_reserved(void **state)
 {
 	(void)state;
 	for (size_t t = 0; t < ARRAY_LEN(all_types); t++) {
-		REJECT_HDR(all_types[t], H_OFF(flags), 2, 1);
+		/* a codec flag is for WRITE and RS_DATA only (and the raw
+		 * payload of these is not smaller than its data: the body
+		 * refuses them, test_packed_rules) */
+		if (all_types[t] != w_write && all_types[t] != w_rs_data) {
+			REJECT_HDR(all_types[t], H_OFF(flags), 2, REPL_HF_LZ4);
+			REJECT_HDR(all_types[t], H_OFF(flags), 2, REPL_HF_ZSTD);
+		}
+		REJECT_HDR(all_types[t], H_OFF(flags), 2, REPL_HF_LZ4 | REPL_HF_ZSTD);
+		REJECT_HDR(all_types[t], H_OFF(flags), 2, 4);
 		REJECT_HDR(all_types[t], H_OFF(flags), 2, 0x8000);
 		REJECT_HDR(all_types[t], H_OFF(reserved), 4, 1);
 		REJECT_HDR(all_types[t], H_OFF(reserved), 4, 0x80000000u);
@@ -1525,6 +1538,341 @@ static void test_stream(void **state)
 	free(w);
 }
 
+/* ---- compressed payloads (REPL_FEAT_COMPRESS) and the codecs ---- */
+
+/* A WRITE or RS_DATA whose payload (w_io's, which repeats every 256 bytes)
+ * goes compressed with codec, as repl_pack sends it. */
+static size_t w_packed(uint8_t *w, uint16_t type, uint16_t codec)
+{
+	struct repl_io io = {
+		.seq = 0x0102030405060708ull,
+		.off = 0x0000000abcdef000ull,
+		.len = IO_LEN,
+		.flags = type == REPL_WRITE ? REPL_F_FUA : 0,
+	};
+	uint8_t data[IO_LEN];
+	struct pack *p;
+	size_t n = repl_enc_io(w, type, &io), z;
+
+	payload(data, IO_LEN);
+	assert_int_equal(pack_new(&p), 0);
+	z = pack_compress(p, codec, data, IO_LEN, w + n);
+	pack_free(p);
+	assert_true(z > 0 && z <= pack_bound(IO_LEN));
+	repl_enc_packed(w, codec, (uint32_t)z);
+	return n + z;
+}
+
+static size_t w_write_lz4(uint8_t *w)
+{
+	return w_packed(w, REPL_WRITE, REPL_HF_LZ4);
+}
+
+static size_t w_rs_data_zstd(uint8_t *w)
+{
+	return w_packed(w, REPL_RS_DATA, REPL_HF_ZSTD);
+}
+
+/* The header says the codec and the compressed length; the fixed part keeps
+ * the data's length; the payload decompresses to the data. */
+static void test_packed_bytes(void **state)
+{
+	static const struct {
+		builder b;
+		uint16_t type, codec;
+	} cases[] = { { w_write_lz4, REPL_WRITE, REPL_HF_LZ4 },
+		      { w_rs_data_zstd, REPL_RS_DATA, REPL_HF_ZSTD } };
+	uint8_t *w = malloc(WIRE_MAX), *body = NULL, want[IO_LEN];
+	struct pack *p;
+	(void)state;
+
+	assert_non_null(w);
+	assert_int_equal(pack_new(&p), 0);
+	payload(want, IO_LEN);
+	for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+		struct repl_msg m;
+		size_t n = cases[i].b(w);
+		uint32_t z = (uint32_t)(n - HDR - sizeof(struct repl_io));
+		uint8_t *out = malloc(IO_LEN); /* exact: ASan sees a write past it */
+
+		assert_non_null(out);
+		assert_int_equal(w[4], cases[i].type);
+		assert_int_equal(w[6], cases[i].codec); /* flags, little-endian */
+		assert_int_equal(w[7], 0);
+		assert_int_equal(w[8] | w[9] << 8 | w[10] << 16 | w[11] << 24, 24 + z);
+		assert_true(z < IO_LEN / 4); /* it repeats every 256 bytes */
+		assert_int_equal(rx(w, n, &m, &body), ST_OK);
+		assert_int_equal(m.hflags, cases[i].codec);
+		assert_int_equal(m.u.io.len, IO_LEN);
+		assert_int_equal(m.data_len, z);
+		assert_int_equal(pack_decompress(p, m.hflags, w + HDR + sizeof(struct repl_io),
+						 m.data_len, out, m.u.io.len),
+				 0);
+		assert_memory_equal(out, want, IO_LEN);
+		free(out);
+		free(body);
+		body = NULL;
+	}
+	pack_free(p);
+	free(w);
+}
+
+/* What the decoder refuses of a compressed message, and the reason it gives. */
+static void test_packed_rules(void **state)
+{
+	uint8_t w[HDR + sizeof(struct repl_io)];
+	struct repl_io io = { .seq = 1, .off = 0, .len = 8192 };
+	struct repl_msg m;
+	(void)state;
+
+	/* one codec, and only a known one */
+	REJECT_HDR(w_write_lz4, H_OFF(flags), 2, REPL_HF_LZ4 | REPL_HF_ZSTD);
+	REJECT_HDR(w_write_lz4, H_OFF(flags), 2, 4);
+	REJECT_HDR(w_rs_data_zstd, H_OFF(flags), 2, 0x8000 | REPL_HF_ZSTD);
+	/* the codec is the payload's business: another one passes the codec
+	 * (and fails decompression) */
+	ACCEPT(w_write_lz4, H_OFF(flags), 2, REPL_HF_ZSTD);
+	/* without a flag, the short payload no longer matches io.len */
+	REJECT_BODY(w_write_lz4, H_OFF(flags), 2, 0);
+	REJECT_BODY(w_rs_data_zstd, H_OFF(flags), 2, 0);
+	/* compressed, but not smaller than the data */
+	REJECT_BODY(w_write_lz4, H_OFF(len), 4, 24 + IO_LEN);
+	REJECT_BODY(w_write_lz4, H_OFF(len), 4, 24 + IO_LEN + 512);
+	REJECT_BODY(w_rs_data_zstd, H_OFF(len), 4, 24 + IO_LEN * 2);
+	/* any shorter payload passes the codec (decompression checks it) */
+	for (uint32_t zl = 1; zl < IO_LEN; zl += IO_LEN / 4 - 1) {
+		uint8_t *full = malloc(WIRE_MAX);
+		assert_non_null(full);
+		w_write_lz4(full);
+		put32(full + H_OFF(len), 24 + zl);
+		assert_int_equal(repl_decode_hdr(full, &m), 0);
+		assert_int_equal(repl_decode_body(full + HDR, &m), 0);
+		assert_int_equal(m.data_len, zl);
+		assert_int_equal(m.u.io.len, IO_LEN);
+		free(full);
+	}
+	/* standing for more data than a write may hold */
+	REJECT_BODY(w_write_lz4, B_OFF(repl_io, len), 4, REPL_MAX_DATA + 512);
+	REJECT_BODY(w_rs_data_zstd, B_OFF(repl_io, len), 4, UINT32_MAX - 511);
+	ACCEPT(w_write_lz4, B_OFF(repl_io, len), 4, REPL_MAX_DATA);
+	/* the other fields keep their rules */
+	REJECT_BODY(w_write_lz4, B_OFF(repl_io, seq), 8, 0);
+	REJECT_BODY(w_write_lz4, B_OFF(repl_io, len), 4, IO_LEN + 1);
+	REJECT_BODY(w_rs_data_zstd, B_OFF(repl_io, flags), 4, REPL_F_FUA);
+
+	/* the reasons a connection ends with */
+	repl_enc_io(w, REPL_TRIM, &io);
+	repl_enc_packed(w, REPL_HF_LZ4, 0);
+	put32(w + H_OFF(len), 24); /* (TRIM's length) */
+	assert_int_equal(repl_decode_hdr(w, &m), -EBADMSG);
+	assert_non_null(m.why);
+	assert_non_null(strstr(m.why, "flags on a message"));
+	repl_enc_io(w, REPL_WRITE, &io);
+	repl_enc_packed(w, REPL_HF_LZ4 | REPL_HF_ZSTD, 100);
+	assert_int_equal(repl_decode_hdr(w, &m), -EBADMSG);
+	assert_non_null(strstr(m.why, "two compression codecs"));
+	repl_enc_packed(w, 0x10, 100);
+	assert_int_equal(repl_decode_hdr(w, &m), -EBADMSG);
+	assert_non_null(strstr(m.why, "unknown flags"));
+	repl_enc_packed(w, REPL_HF_ZSTD, 8192);
+	assert_int_equal(repl_decode_hdr(w, &m), 0);
+	assert_null(m.why);
+	assert_int_equal(repl_decode_body(w + HDR, &m), -EBADMSG);
+	assert_non_null(strstr(m.why, "not smaller"));
+}
+
+/* xorshift64*: data no codec can shrink, the same on every run */
+static void noise(uint8_t *p, size_t n, uint64_t seed)
+{
+	uint64_t x = seed | 1;
+	for (size_t i = 0; i < n; i++) {
+		x ^= x >> 12;
+		x ^= x << 25;
+		x ^= x >> 27;
+		p[i] = (uint8_t)((x * 0x2545f4914f6cdd1dull) >> 56);
+	}
+}
+
+/* Half of every 512 bytes random, half zeros: fio's
+ * buffer_compress_percentage=50 (buffer_compress_chunk=512) looks so. */
+static void half_noise(uint8_t *p, size_t n, uint64_t seed)
+{
+	noise(p, n, seed);
+	for (size_t i = 0; i < n; i += 512)
+		memset(p + i + 256, 0, MIN2(256, n - i > 256 ? n - i - 256 : 0));
+}
+
+static const uint16_t codecs[] = { REPL_HF_LZ4, REPL_HF_ZSTD };
+
+/* Compressible data of every size class comes back whole; the compressed
+ * form is smaller by the margin. */
+static void test_pack_roundtrip(void **state)
+{
+	static const size_t lens[] = { 512, 4096, 65536 - 512, 65536, 1u << 20, 4u << 20 };
+	struct pack *p;
+	(void)state;
+
+	assert_int_equal(pack_new(&p), 0);
+	for (size_t c = 0; c < ARRAY_LEN(codecs); c++)
+		for (size_t l = 0; l < ARRAY_LEN(lens); l++)
+			for (int kind = 0; kind < 3; kind++) {
+				size_t len = lens[l], z;
+				uint8_t *in = malloc(len), *zb = malloc(pack_bound(len));
+				uint8_t *out = malloc(len);
+				assert_true(in && zb && out);
+				if (kind == 0)
+					memset(in, 0x5a, len);
+				else if (kind == 1)
+					payload(in, len);
+				else
+					half_noise(in, len, len + c);
+				z = pack_compress(p, codecs[c], in, len, zb);
+				if (!z)
+					fail_msg("%s did not compress %zu bytes of kind %d",
+						 pack_codec_name(codecs[c]), len, kind);
+				assert_true(z <= pack_bound(len));
+				assert_int_equal(pack_decompress(p, codecs[c], zb, z, out, len), 0);
+				assert_memory_equal(in, out, len);
+				free(in);
+				free(zb);
+				free(out);
+			}
+	pack_free(p);
+}
+
+/* Data that does not shrink by the margin goes raw (0), and from
+ * PACK_SAMPLE_FROM up the sample in the middle decides alone. */
+static void test_pack_incompressible(void **state)
+{
+	static const size_t lens[] = { 512, 4096, 65536, 1u << 20 };
+	struct pack *p;
+	uint8_t *in = malloc(1u << 20), *zb = malloc(1u << 20);
+	size_t len = 1u << 20, mid = len / 2;
+	(void)state;
+
+	assert_true(in && zb);
+	assert_int_equal(pack_new(&p), 0);
+	assert_int_equal(pack_bound(0), 0);
+	assert_int_equal(pack_bound(PACK_MIN_GAIN - 1), 0);
+	assert_int_equal(pack_bound(4096), 4096 - 4096 / PACK_MIN_GAIN);
+	for (size_t c = 0; c < ARRAY_LEN(codecs); c++) {
+		memset(in, 0, 8);
+		assert_int_equal(pack_compress(p, codecs[c], in, 8, zb), 0); /* too short */
+		for (size_t l = 0; l < ARRAY_LEN(lens); l++) {
+			noise(in, lens[l], lens[l]);
+			assert_int_equal(pack_compress(p, codecs[c], in, lens[l], zb), 0);
+		}
+		/* zeros but for noise around the middle: the sample says no */
+		memset(in, 0, len);
+		noise(in + mid - PACK_SAMPLE, 2 * PACK_SAMPLE, 7);
+		assert_int_equal(pack_compress(p, codecs[c], in, len, zb), 0);
+		/* noise but for zeros around the middle: the sample says yes, the
+		 * whole does not fit in the bound */
+		noise(in, len, 8);
+		memset(in + mid - PACK_SAMPLE, 0, 2 * PACK_SAMPLE);
+		assert_int_equal(pack_compress(p, codecs[c], in, len, zb), 0);
+		/* below PACK_SAMPLE_FROM no sample is taken: the whole decides */
+		memset(in, 0, PACK_SAMPLE_FROM - 512);
+		noise(in + (PACK_SAMPLE_FROM - 512) / 2 - 1024, 2048, 9);
+		assert_true(pack_compress(p, codecs[c], in, PACK_SAMPLE_FROM - 512, zb) > 0);
+		/* an unknown codec compresses nothing */
+		assert_int_equal(pack_compress(p, 0, in, 4096, zb), 0);
+		assert_int_equal(pack_compress(p, REPL_HF_CODECS, in, 4096, zb), 0);
+	}
+	/* zstd below PACK_SAMPLE_FROM: hex digits of noise (no repeats for LZ4,
+	 * half the entropy for zstd) compress while the payload before did;
+	 * after one that did not, LZ4's test sends them raw until a payload
+	 * with repeats comes */
+	pack_free(p);
+	assert_int_equal(pack_new(&p), 0);
+	noise(in, 4096, 10);
+	for (size_t i = 0; i < 4096; i++) {
+		static const char hex[] = "0123456789abcdef";
+		in[4096 + i] = (uint8_t)hex[in[i] & 15];
+	}
+	assert_true(pack_compress(p, REPL_HF_ZSTD, in + 4096, 4096, zb) > 0);
+	assert_int_equal(pack_compress(p, REPL_HF_ZSTD, in, 4096, zb), 0); /* noise */
+	assert_int_equal(pack_compress(p, REPL_HF_ZSTD, in + 4096, 4096, zb), 0);
+	assert_int_equal(pack_compress(p, REPL_HF_LZ4, in + 4096, 4096, zb), 0);
+	memset(in + 8192, 0x11, 4096);
+	assert_true(pack_compress(p, REPL_HF_ZSTD, in + 8192, 4096, zb) > 0);
+	assert_true(pack_compress(p, REPL_HF_ZSTD, in + 4096, 4096, zb) > 0);
+	assert_string_equal(pack_codec_name(0), "none");
+	assert_string_equal(pack_codec_name(REPL_HF_LZ4), "lz4");
+	assert_string_equal(pack_codec_name(REPL_HF_ZSTD), "zstd");
+	pack_free(p);
+	pack_free(NULL);
+	free(in);
+	free(zb);
+}
+
+/* Decompresses into an exact-size heap buffer (ASan: no write past len). */
+static int unpack_exact(struct pack *p, uint16_t codec, const uint8_t *z, size_t zl, size_t len)
+{
+	uint8_t *src = malloc(zl ? zl : 1), *out = malloc(len ? len : 1);
+	int r;
+
+	assert_true(src && out);
+	memcpy(src, z, zl);
+	r = pack_decompress(p, codec, src, zl, out, len);
+	free(src);
+	free(out);
+	return r;
+}
+
+/* Everything but one whole block or frame that fills exactly len is refused. */
+static void test_pack_decompress_rejects(void **state)
+{
+	enum { L = 65536 };
+	static uint8_t in[L], z[2][2 * L + 64], two[2 * L + 128];
+	size_t zl[2];
+	struct pack *p;
+	(void)state;
+
+	assert_int_equal(pack_new(&p), 0);
+	half_noise(in, L, 3);
+	for (size_t c = 0; c < 2; c++) {
+		zl[c] = pack_compress(p, codecs[c], in, L, z[c]);
+		assert_true(zl[c] > 0);
+		assert_int_equal(unpack_exact(p, codecs[c], z[c], zl[c], L), 0);
+		/* truncated, with a byte more, short of len, beyond len */
+		assert_int_equal(unpack_exact(p, codecs[c], z[c], zl[c] - 1, L), -EBADMSG);
+		assert_int_equal(unpack_exact(p, codecs[c], z[c], zl[c] / 2, L), -EBADMSG);
+		assert_int_equal(unpack_exact(p, codecs[c], z[c], 0, L), -EBADMSG);
+		z[c][zl[c]] = 0;
+		assert_int_equal(unpack_exact(p, codecs[c], z[c], zl[c] + 1, L), -EBADMSG);
+		assert_int_equal(unpack_exact(p, codecs[c], z[c], zl[c], L - 512), -EBADMSG);
+		assert_int_equal(unpack_exact(p, codecs[c], z[c], zl[c], L + 512), -EBADMSG);
+		/* the other codec, or none known */
+		assert_int_equal(unpack_exact(p, codecs[1 - c], z[c], zl[c], L), -EBADMSG);
+		assert_int_equal(unpack_exact(p, 0, z[c], zl[c], L), -EBADMSG);
+		assert_int_equal(unpack_exact(p, REPL_HF_CODECS, z[c], zl[c], L), -EBADMSG);
+		assert_int_equal(unpack_exact(p, 0x100, z[c], zl[c], L), -EBADMSG);
+	}
+	/* zstd: two frames that together fill len; a frame that does not say
+	 * its size; a skippable frame */
+	{
+		size_t a = ZSTD_compress(two, sizeof(two), in, L / 2, 1), b;
+		ZSTD_CCtx *cc = ZSTD_createCCtx();
+		assert_false(ZSTD_isError(a));
+		b = ZSTD_compress(two + a, sizeof(two) - a, in + L / 2, L / 2, 1);
+		assert_false(ZSTD_isError(b));
+		assert_int_equal(unpack_exact(p, REPL_HF_ZSTD, two, a + b, L), -EBADMSG);
+		assert_int_equal(unpack_exact(p, REPL_HF_ZSTD, two, a, L / 2), 0);
+		assert_non_null(cc);
+		assert_false(ZSTD_isError(ZSTD_CCtx_setParameter(cc, ZSTD_c_contentSizeFlag, 0)));
+		a = ZSTD_compress2(cc, two, sizeof(two), in, L);
+		assert_false(ZSTD_isError(a));
+		assert_int_equal(unpack_exact(p, REPL_HF_ZSTD, two, a, L), -EBADMSG);
+		ZSTD_freeCCtx(cc);
+		put32(two, 0x184D2A50); /* skippable frame magic, 8 bytes of content */
+		put32(two + 4, 8);
+		memset(two + 8, 0, 8);
+		assert_int_equal(unpack_exact(p, REPL_HF_ZSTD, two, 16, 512), -EBADMSG);
+	}
+	pack_free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1586,6 +1934,11 @@ int main(void)
 		cmocka_unit_test(test_gen_too_small),
 		cmocka_unit_test(test_rejected_write_keeps_framing),
 		cmocka_unit_test(test_stream),
+		cmocka_unit_test(test_packed_bytes),
+		cmocka_unit_test(test_packed_rules),
+		cmocka_unit_test(test_pack_roundtrip),
+		cmocka_unit_test(test_pack_incompressible),
+		cmocka_unit_test(test_pack_decompress_rejects),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -20,6 +20,8 @@
 #include "../../src/config/config.h"
 #include "../../src/md/md.h"
 #include "../../src/repl/repl.h"
+#include "../../src/repl/repl_codec.h"
+#include "../../src/repl/repl_pack.h"
 #include "support/net_stub.h"
 
 #define KIB 1024ull
@@ -71,9 +73,10 @@ static void event_cb(void *ctx, const char *json)
 		n->p->on_event(n->p, n->ix, json);
 }
 
-/* Config, loop and both volumes (not yet replicated: pair_start does that),
- * so that a test can set up their metadata first. */
-static void pair_open(struct pair *p)
+/* Config (with extra lines for [volume vol0]), loop and both volumes (not
+ * yet replicated: pair_start does that), so that a test can set up their
+ * metadata first. */
+static void pair_open_cfg(struct pair *p, const char *extra)
 {
 	char text[2048], err[256], sub[512];
 
@@ -91,8 +94,9 @@ static void pair_open(struct pair *p)
 		 "[node a]\nreplication = 127.0.0.1:1\ncontrol = %s/a.sock\ndata-dir = %s/a\n"
 		 "[node b]\nreplication = %s\ncontrol = %s/b.sock\ndata-dir = %s/b\n"
 		 "[volume vol0]\nsize = %llu\nnodes = a b\nreplication = sync\n"
-		 "bitmap-granularity = %u\ndisk.a = ram:\ndisk.b = ram:\n",
-		 p->dir, p->dir, p->addr_b, p->dir, p->dir, (unsigned long long)VOL_SIZE, GRAN);
+		 "bitmap-granularity = %u\ndisk.a = ram:\ndisk.b = ram:\n%s",
+		 p->dir, p->dir, p->addr_b, p->dir, p->dir, (unsigned long long)VOL_SIZE, GRAN,
+		 extra);
 	if (cfg_parse_string(text, "unit", &p->cfg, err, sizeof(err)))
 		fail_msg("config: %s", err);
 	p->ev = ev_new(256);
@@ -114,6 +118,11 @@ static void pair_open(struct pair *p)
 		n->v->event_fn = event_cb;
 		n->v->event_ctx = n;
 	}
+}
+
+static void pair_open(struct pair *p)
+{
+	pair_open_cfg(p, "");
 }
 
 /* Replication objects and listeners of both nodes (not started). */
@@ -271,9 +280,11 @@ static bool in_sync(const struct pair *p)
 
 struct wmsg {
 	uint16_t type;
+	uint16_t flags; /* the header's: a codec (REPL_HF_*) */
 	uint64_t seq, off;
 	uint32_t len; /* WRITE, RS_DATA, RS_ZERO, TRIM, ZERO: the extent */
 	const uint8_t *data;
+	uint32_t data_len; /* payload bytes on the wire */
 };
 
 /* Splits what s sent into messages; returns how many (at most max). */
@@ -289,6 +300,7 @@ static unsigned wire(const struct stub_conn *s, struct wmsg *out, unsigned max)
 		assert_int_equal(le32toh(h.magic), REPL_HDR_MAGIC);
 		memset(m, 0, sizeof(*m));
 		m->type = le16toh(h.type);
+		m->flags = le16toh(h.flags);
 		at += sizeof(h);
 		if (m->type == REPL_WRITE || m->type == REPL_RS_DATA || m->type == REPL_RS_ZERO ||
 		    m->type == REPL_TRIM || m->type == REPL_ZERO) {
@@ -298,6 +310,7 @@ static unsigned wire(const struct stub_conn *s, struct wmsg *out, unsigned max)
 			m->off = le64toh(io.off);
 			m->len = le32toh(io.len);
 			m->data = s->out + at + sizeof(io);
+			m->data_len = le32toh(h.len) - (uint32_t)sizeof(io);
 		}
 		at += le32toh(h.len);
 	}
@@ -614,6 +627,14 @@ static void test_handshake_fresh_peer_full_sync(void **state)
 
 /* ---- the write path ---- */
 
+static void connect_empty_pair_cfg(struct pair *p, const char *extra)
+{
+	pair_open_cfg(p, extra);
+	pair_repl(p);
+	pair_go(p);
+	WAIT_FOR(p, in_sync(p) && sbp(p, NB)->gen_current != 1);
+}
+
 static void connect_empty_pair(struct pair *p)
 {
 	pair_open(p);
@@ -846,6 +867,172 @@ static void test_peer_loss_writes_in_flight(void **state)
 	pair_close(&p);
 }
 
+/* ---- compression (REPL_FEAT_COMPRESS, src/repl/repl_pack.c) ---- */
+
+/* A write of len bytes no codec shrinks (xorshift64*, seeded). */
+static void submit_noise(struct pair *p, unsigned i, struct wio *w, uint64_t off, uint64_t len,
+			 uint64_t seed)
+{
+	uint64_t x = seed | 1;
+
+	memset(w, 0, sizeof(*w));
+	w->p = p;
+	w->buf = aligned_alloc(4096, len);
+	assert_non_null(w->buf);
+	for (uint64_t k = 0; k < len; k++) {
+		x ^= x >> 12;
+		x ^= x << 25;
+		x ^= x >> 27;
+		w->buf[k] = (uint8_t)((x * 0x2545f4914f6cdd1dull) >> 56);
+	}
+	w->io.type = BS_WRITE;
+	w->io.off = off;
+	w->io.len = len;
+	w->io.buf = w->buf;
+	w->io.cb = wio_cb;
+	vol_submit(p->n[i].v, &w->io);
+}
+
+/* compression = lz4: a write that compresses crosses the link as LZ4, in
+ * fewer bytes; one that does not goes as is; b applies both; status counts
+ * what went which way, on both sides. */
+static void test_compressed_writes(void **state)
+{
+	struct pair p;
+	struct wio w1, w2;
+	static struct wmsg m[256];
+	struct repl_status a, b;
+	unsigned n, packed = 0, raw = 0;
+	(void)state;
+
+	connect_empty_pair_cfg(&p, "compression = lz4\n");
+	submit_write(&p, NA, &w1, 0, 64 * KIB, 0x5a);
+	submit_noise(&p, NA, &w2, 256 * KIB, 16 * KIB, 2);
+	WAIT_FOR(&p, w1.done && w2.done);
+	assert_int_equal(w1.res, 0);
+	assert_int_equal(w2.res, 0);
+	n = wire(a_conn(), m, 256);
+	for (unsigned i = 0; i < n; i++) {
+		if (m[i].type != REPL_WRITE)
+			continue;
+		if (m[i].off == 0) {
+			assert_int_equal(m[i].flags, REPL_HF_LZ4);
+			assert_int_equal(m[i].len, 64 * KIB);
+			assert_true(m[i].data_len < 8 * KIB);
+			packed++;
+		} else {
+			assert_int_equal(m[i].flags, 0);
+			assert_int_equal(m[i].data_len, 16 * KIB);
+			raw++;
+		}
+	}
+	assert_int_equal(packed, 1);
+	assert_int_equal(raw, 1);
+	a = status(&p, NA);
+	b = status(&p, NB);
+	assert_string_equal(a.link_compression, "lz4");
+	assert_int_equal(a.link_compressed_in_bytes, 64 * KIB);
+	assert_true(a.link_compressed_out_bytes > 0 && a.link_compressed_out_bytes < 8 * KIB);
+	assert_int_equal(a.link_compress_skipped_bytes, 16 * KIB);
+	assert_int_equal(a.link_data_bytes, 80 * KIB);
+	assert_true(a.link_compress_cpu_ms >= 0);
+	assert_int_equal(b.link_decompressed_bytes, 64 * KIB);
+	assert_int_equal(a.link_decompressed_bytes, 0);
+	assert_int_equal(b.link_compressed_in_bytes + b.link_compress_skipped_bytes, 0);
+	assert_bytes(&p, NB, 0, 64 * KIB, 0x5a);
+	assert_same_data(&p);
+	free(w1.buf);
+	free(w2.buf);
+	pair_close(&p);
+}
+
+/* compression = zstd: a fresh peer's full sync sends its RS_DATA as zstd
+ * frames; b ends with a's data. */
+static void test_compressed_resync(void **state)
+{
+	struct pair p;
+	struct repl_status a;
+	uint8_t *pat = aligned_alloc(4096, 64 * KIB);
+	static struct wmsg m[1024];
+	struct eng_read w;
+	unsigned n, rs = 0;
+	(void)state;
+
+	assert_non_null(pat);
+	pair_open_cfg(&p, "compression = zstd\n");
+	for (unsigned k = 0; k < 64 * KIB; k++)
+		pat[k] = (uint8_t)(k * 7 + 3);
+	memset(&w, 0, sizeof(w));
+	w.io.type = BS_WRITE;
+	w.io.off = 1024 * KIB;
+	w.io.len = 64 * KIB;
+	w.io.buf = pat;
+	w.io.cb = eng_read_cb;
+	bs_submit(p.n[NA].v->bs, &w.io);
+	while (!w.done)
+		assert_int_equal(ev_run_once(p.ev, 10 * ENG_MS), 0);
+	assert_int_equal(w.res, 0);
+	set_gens(&p, NA, 0x6666, 0, 0);
+	set_gens(&p, NB, 0, 0, 0);
+	vol_set_disk(p.n[NB].v, VOL_INCONSISTENT);
+	pair_repl(&p);
+	pair_go(&p);
+	WAIT_FOR(&p, in_sync(&p));
+	n = wire(a_conn(), m, 1024);
+	for (unsigned i = 0; i < n; i++)
+		if (m[i].type == REPL_RS_DATA) {
+			assert_int_equal(m[i].flags, REPL_HF_ZSTD);
+			assert_true(m[i].data_len < m[i].len / 8);
+			rs++;
+		}
+	assert_true(rs >= 1);
+	a = status(&p, NA);
+	assert_true(a.link_compressed_in_bytes >= 64 * KIB);
+	assert_int_equal(a.link_compressed_in_bytes, a.resync_sent_bytes);
+	assert_int_equal(status(&p, NB).link_decompressed_bytes, a.link_compressed_in_bytes);
+	assert_same_data(&p);
+	free(pat);
+	pair_close(&p);
+}
+
+/* A compressed payload that is not what its message says ends the
+ * connection on b with the reason (b does not compress itself: it takes
+ * compressed data all the same); the pair reconnects and ends in sync. */
+static void test_compressed_garbage(void **state)
+{
+	struct pair p;
+	uint8_t msg[sizeof(struct repl_hdr) + sizeof(struct repl_io) + 4096];
+	uint8_t data[4096];
+	struct repl_io io = { .seq = 1000000, .off = 0, .len = 4096 };
+	struct pack *pk;
+	size_t h = repl_enc_io(msg, REPL_WRITE, &io), z;
+	(void)state;
+
+	assert_int_equal(pack_new(&pk), 0);
+	connect_empty_pair(&p);
+	for (int round = 0; round < 2; round++) {
+		struct stub_conn *old = a_conn();
+		if (round == 0) { /* not LZ4 at all */
+			z = 100;
+			memset(msg + h, 0xff, z);
+			repl_enc_packed(msg, REPL_HF_LZ4, (uint32_t)z);
+		} else { /* a valid frame of 2048 bytes, said to be 4096 */
+			memset(data, 0x77, sizeof(data));
+			z = pack_compress(pk, REPL_HF_ZSTD, data, 2048, msg + h);
+			assert_true(z > 0);
+			repl_enc_packed(msg, REPL_HF_ZSTD, (uint32_t)z);
+		}
+		stub_push(old->peer, msg, h + z);
+		WAIT_FOR(&p, strstr(status(&p, NB).error, "does not decompress"));
+		assert_non_null(
+			strstr(status(&p, NB).error, round ? "zstd payload" : "lz4 payload"));
+		WAIT_FOR(&p, a_conn() != old && in_sync(&p));
+	}
+	assert_same_data(&p);
+	pack_free(pk);
+	pair_close(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -861,6 +1048,9 @@ int main(void)
 		cmocka_unit_test(test_write_overtakes_queued_resync),
 		cmocka_unit_test(test_write_discards_resync_read),
 		cmocka_unit_test(test_peer_loss_writes_in_flight),
+		cmocka_unit_test(test_compressed_writes),
+		cmocka_unit_test(test_compressed_resync),
+		cmocka_unit_test(test_compressed_garbage),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
