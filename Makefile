@@ -141,8 +141,13 @@ build/iscsi-load: bench/iscsi-load.c | deps-check
 	@mkdir -p build
 	$(CC) $(CFLAGS) $(LDFLAGS) $< -liscsi -o $@
 
+# bench/pack.sh's tool: the link's compression (src/repl/repl_pack.h) on a file of data.
+build/pack-bench: bench/pack-bench.c build/libtandem.a
+	$(CC) $(CFLAGS) $(LDFLAGS) $< build/libtandem.a $(LDLIBS) -o $@
+
 bench: all
 	@bash scripts/deps.sh --bench
+	@bash bench/pack.sh
 	@bash bench/nbd.sh
 	@bash bench/repl.sh
 	@bash bench/resync.sh

@@ -72,7 +72,7 @@ one_codec()
 	a1=$(lk a) b1=$(lk b)
 	read -r wire data cin cout skip _ < <(delta "$a0" "$a1")
 	read -r _ _ _ _ _ dec < <(delta "$b0" "$b1")
-	log "$codec, 36M of 50%-compressible data: $data data bytes, $wire on the wire ($(ratio "$wire" "$data")); compressed $cin into $cout ($(ratio "$cout" "$cin")), skipped $skip; b decompressed $dec"
+	log "$codec, 36M of 50%-compressible data: $data data bytes, $wire on the wire ($(ratio "$wire" "$data")); compressed $cin into $cout ($(ratio "$cout" "$cin")), skipped $skip; b decompressed $dec; cpu ms a/b: $(jfield a "p['link']['compress_cpu_ms']") / $(jfield b "p['link']['decompress_cpu_ms']")"
 	[ "$data" -ge $((36 * M)) ] || fail "$codec: a sent only $data data bytes for 36M written"
 	[ "$cin" -ge $((34 * M)) ] || fail "$codec: only $cin of 36M compressible bytes went compressed"
 	[ "$wire" -lt $((data * 3 / 4)) ] ||
