@@ -153,6 +153,8 @@ bench: all
 	@bash bench/resync.sh
 	@bash bench/iscsi.sh
 	@bash bench/failover.sh
+	@bash bench/seed-wan.sh
+	@bash bench/latency-rtt.sh
 
 # Random fault schedules on a real cluster with a witness (tests/soak):
 # SOAK_SCHEDULES (default 200), SOAK_SEED (default: from the clock, printed).

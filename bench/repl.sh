@@ -3,8 +3,8 @@
 #
 # Two network namespaces joined by a veth pair (10.231.42.1 in A, .2 in B)
 # stand for two sites. The link is shaped with tbf on both veth ends' egress
-# (no netem on this kernel: bandwidth only, no added delay). fio (nbd engine)
-# runs in A against:
+# (no netem on this kernel: bandwidth only, no added delay; bench/lib-link.sh
+# makes the link). fio (nbd engine) runs in A against:
 #   tandem   a Tandem pair: tandemd node a in A (primary, NBD), node b in B,
 #            volume vol0 with replication = sync
 #   anchor   qemu-storage-daemon in A exporting a raw file over NBD, its writes
@@ -48,6 +48,8 @@
 # setting up (or a job) failed. Needs root (ip netns, tc).
 set -Eeuo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=lib-link.sh
+. bench/lib-link.sh
 BIN=${TANDEM_BUILD:-build}
 RUNS=${RUNS:-1}
 RUNTIME=${RUNTIME:-15}
@@ -61,9 +63,6 @@ TANDEM_ONLY=${TANDEM_ONLY:-0}
 ANCHOR_ONLY=${ANCHOR_ONLY:-0}
 TANDEM_SOLO=${TANDEM_SOLO:-0}
 ANCHOR_NODELAY=${ANCHOR_NODELAY:-1}
-
-skip() { echo "bench: $*" >&2; exit 77; }
-die() { echo "bench: $*" >&2; exit 1; }
 
 [ "$TANDEM_ONLY" = 1 ] && [ "$ANCHOR_ONLY" = 1 ] && die "TANDEM_ONLY and ANCHOR_ONLY exclude each other"
 DO_TANDEM=1 DO_ANCHOR=1
@@ -89,34 +88,8 @@ if [ $DO_TANDEM = 1 ]; then
 	for c in tandemd tandemctl; do [ -x "$BIN/$c" ] || skip "$BIN/$c missing (run make)"; done
 fi
 
-NA=tbr-a-$$ NB=tbr-b-$$
-NET=10.231.42
-IPA=$NET.1 IPB=$NET.2
 W=$(mktemp -d /var/tmp/tandem-repl.XXXXXX)
-PIDS=()
-NS_MADE=()
-mine() { # PID: still running and our child (so never a reused pid)
-	[ "$(ps -o ppid= -p "$1" 2>/dev/null | tr -d ' ')" = "$$" ]
-}
-cleanup() {
-	local p alive live=()
-	trap - ERR
-	set +e
-	for p in "${PIDS[@]}"; do mine "$p" && live+=("$p"); done
-	for p in "${live[@]}"; do kill "$p" 2>/dev/null || true; done
-	for _ in $(seq 50); do
-		alive=0
-		for p in "${live[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
-		[ $alive = 0 ] && break
-		sleep 0.1
-	done
-	for p in "${live[@]}"; do mine "$p" && kill -9 "$p" 2>/dev/null; done
-	for p in "${live[@]}"; do wait "$p" 2>/dev/null || true; done
-	# Deleting a namespace takes its veth end, and so its qdisc, with it.
-	for p in "${NS_MADE[@]}"; do ip netns del "$p" 2>/dev/null || true; done
-	rm -rf "$W"
-}
-trap cleanup EXIT
+trap bench_cleanup EXIT
 trap 'exit 130' INT TERM
 trap 'echo "bench: failed at line $LINENO: $BASH_COMMAND" >&2; exit 1' ERR
 
@@ -177,31 +150,6 @@ elif sys.argv[2] == "check":
     sys.exit(0 if jobs and jobs[0].get("ready") and jobs[0].get("status") == "ready" else 1)
 PY
 
-cat > "$W/goodput.py" <<'PY'
-# TCP goodput from A to B: goodput.py recv HOST PORT  |  goodput.py send HOST PORT SECONDS
-import os, socket, sys, time
-if sys.argv[1] == "recv":
-    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind((sys.argv[2], int(sys.argv[3]))); s.listen(1); s.settimeout(30)
-    c, _ = s.accept(); c.settimeout(30); n = 0; t0 = time.monotonic()
-    while True:
-        b = c.recv(1 << 20)
-        if not b:
-            break
-        n += len(b)
-    print(n * 8 / (time.monotonic() - t0) / 1e6)
-else:
-    for _ in range(100):
-        try:
-            c = socket.create_connection((sys.argv[2], int(sys.argv[3])), timeout=30); break
-        except OSError:
-            time.sleep(0.05)
-    buf = os.urandom(1 << 16); end = time.monotonic() + float(sys.argv[4])
-    while time.monotonic() < end:
-        c.sendall(buf)
-    c.close()
-PY
-
 cat > "$W/nodelay.py" <<'PY'
 # nodelay.py PID PORT: sets TCP_NODELAY on PID's connected TCP sockets whose
 # local port is PORT, through duplicates taken with pidfd_getfd(2).
@@ -232,64 +180,8 @@ print(done)
 sys.exit(0 if done else 1)
 PY
 
-# Background processes are started as `ip netns exec NS CMD &` (never through
-# a shell function, which would fork a subshell): ip execs CMD, so $! is CMD.
-inA() { ip netns exec "$NA" "$@"; }
-inB() { ip netns exec "$NB" "$@"; }
-alive_or_die() { # PID NAME LOG
-	kill -0 "$1" 2>/dev/null && return 0
-	echo "bench: $2 exited; its log:" >&2
-	tail -n 20 "$3" >&2 || true
-	exit 1
-}
-wait_nbd() { # NS URI PID NAME LOG
-	for _ in $(seq 100); do
-		ip netns exec "$1" nbdinfo --size "$2" >/dev/null 2>&1 && return 0
-		alive_or_die "$3" "$4" "$5"
-		sleep 0.1
-	done
-	die "$4: $2 did not come up (log: $(tail -n 5 "$5" | tr '\n' ' '))"
-}
-
 # ---------------------------------------------------------------- the link
-ip netns add "$NA"
-NS_MADE+=("$NA")
-ip netns add "$NB"
-NS_MADE+=("$NB")
-ip link add va netns "$NA" type veth peer name vb netns "$NB"
-ip -n "$NA" addr add "$IPA/24" dev va
-ip -n "$NB" addr add "$IPB/24" dev vb
-for n in "$NA" "$NB"; do ip -n "$n" link set lo up; done
-ip -n "$NA" link set va up
-ip -n "$NB" link set vb up
-
-# tbf: burst at least rate/HZ (HZ=250 here) and a 64 KiB GSO packet, here
-# 10 ms of the rate; limit 40 ms of the rate, at least 256 KiB. With these a
-# single TCP stream gets 96-97% of the rate as goodput.
-tbf_args() { # MBIT
-	python3 -c 'import sys; r=int(sys.argv[1])*125000
-print(f"rate {sys.argv[1]}mbit burst {max(65536, r//100)} limit {max(262144, r*4//100)}")' "$1"
-}
-shape() { # MBIT (0 = unshaped)
-	local a
-	tc -n "$NA" qdisc del dev va root 2>/dev/null || true
-	tc -n "$NB" qdisc del dev vb root 2>/dev/null || true
-	[ "$1" = 0 ] && return 0
-	a=$(tbf_args "$1")
-	# shellcheck disable=SC2086
-	tc -n "$NA" qdisc add dev va root tbf $a
-	# shellcheck disable=SC2086
-	tc -n "$NB" qdisc add dev vb root tbf $a
-}
-goodput() { # -> Mbit/s of one TCP stream A -> B over 3 s
-	local p
-	ip netns exec "$NB" python3 "$W/goodput.py" recv "$IPB" 5201 > "$W/goodput.out" &
-	p=$!
-	PIDS+=("$p")
-	inA timeout 60 python3 "$W/goodput.py" send "$IPB" 5201 3
-	wait "$p"
-	cat "$W/goodput.out"
-}
+link_up tbr 10.231.42
 
 # ---------------------------------------------------------------- servers
 PORT_T=10809 PORT_Q=10810 PORT_S=10811
