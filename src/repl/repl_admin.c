@@ -357,6 +357,11 @@ int repl_in_sync(const struct repl *r, char *msg, size_t len)
 		snprintf(msg, len, "volume %s: split brain with %s", v->name, peer_name(r));
 		return -EPERM;
 	}
+	if (!ab_empty(r)) {
+		snprintf(msg, len, "volume %s: %llu bytes of the async stream not yet acknowledged by %s",
+			 v->name, (unsigned long long)r->ab_bytes, peer_name(r));
+		return 0;
+	}
 	if (r->rstate == RR_ESTABLISHED && v->disk == VOL_UPTODATE && bm_oos_count(r->bm) == 0) {
 		/* A primary's peer can take over only once the witness knows it
 		 * is in sync (N2): until then a lost primary leaves no primary. */
