@@ -34,14 +34,18 @@
 # N, default 1), SIZE_MB (volume size, default 256), ASYNC_BACKLOG (default
 # 1G: no job fills it), COMPRESSION=none|lz4|zstd and TLS=on|off (default
 # none and off; set and refused by this tandemd, the cells are skipped with a
-# note), PROXY_CHECK, PREFILL, RESULTS=DIR (keep the result lines, fio's JSON
-# and the logs there), TANDEM_BUILD (default build).
+# note), PROXY_CHECK, PREFILL, DRAIN_MAX (s to wait for the peer to have
+# everything before each job, default 120), RESULTS=DIR (keep the result
+# lines, fio's JSON and the logs there), TANDEM_BUILD (default build).
 #
 # Prints medians; never asserts timings. Exit 0 when it ran, 77 when a tool
 # is missing, 1 when setting up (or a job) failed. Sends traffic only to
 # 127.0.0.1.
 set -Eeuo pipefail
 cd "$(dirname "$0")/.."
+# (skip, die and the process handling; no namespaces here)
+# shellcheck source=lib-link.sh
+. bench/lib-link.sh
 BIN=${TANDEM_BUILD:-build}
 MODES=${MODES:-sync async}
 RTTS=${RTTS:-0 1 2 4 8}
@@ -56,9 +60,6 @@ TLS=${TLS:-off}
 PROXY_CHECK=${PROXY_CHECK:-1}
 PREFILL=${PREFILL:-1}
 DRAIN_MAX=${DRAIN_MAX:-120}
-
-skip() { echo "bench: $*" >&2; exit 77; }
-die() { echo "bench: $*" >&2; exit 1; }
 
 for m in $MODES; do case $m in sync | async) ;; *) die "MODES: unknown mode '$m'" ;; esac; done
 for x in $RTTS; do [[ $x =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "RTTS: '$x' is not a number of ms"; done
@@ -78,37 +79,7 @@ fio --enghelp=nbd >/dev/null 2>&1 || skip "fio has no nbd engine"
 for c in tandemd tandemctl; do [ -x "$BIN/$c" ] || skip "$BIN/$c missing (run make)"; done
 
 W=$(mktemp -d /var/tmp/tandem-lat.XXXXXX)
-PIDS=()
-mine() { # PID: still running and our child (so never a reused pid)
-	[ "$(ps -o ppid= -p "$1" 2>/dev/null | tr -d ' ')" = "$$" ]
-}
-# stop_pids PID...: SIGTERM, up to 5 s to exit, then SIGKILL; reaps them and
-# drops them from PIDS.
-stop_pids() {
-	local p q alive live=() keep=()
-	for p in "$@"; do mine "$p" && live+=("$p"); done
-	for p in "${live[@]}"; do kill "$p" 2>/dev/null || true; done
-	for _ in $(seq 50); do
-		alive=0
-		for p in "${live[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
-		[ $alive = 0 ] && break
-		sleep 0.1
-	done
-	for p in "${live[@]}"; do mine "$p" && kill -9 "$p" 2>/dev/null; done
-	for p in "${live[@]}"; do wait "$p" 2>/dev/null || true; done
-	for p in "${PIDS[@]}"; do
-		for q in "$@"; do [ "$p" = "$q" ] && continue 2; done
-		keep+=("$p")
-	done
-	PIDS=("${keep[@]}")
-}
-cleanup() {
-	trap - ERR
-	set +e
-	stop_pids "${PIDS[@]}"
-	rm -rf "$W"
-}
-trap cleanup EXIT
+trap bench_cleanup EXIT
 trap 'exit 130' INT TERM
 trap 'echo "bench: failed at line $LINENO: $BASH_COMMAND" >&2; exit 1' ERR
 RES=$W/results.txt
@@ -179,7 +150,7 @@ accepts() {
 		if ! kill -0 "$p" 2>/dev/null; then
 			rc=0
 			wait "$p" || rc=$?
-			stop_pids "$p"
+			forget "$p"
 			if grep -q "^tandemd: $1:[0-9]*: " "$W/probe.log"; then
 				grep "^tandemd: $1:[0-9]*: " "$W/probe.log" | head -n 1 |
 					sed "s|^tandemd: $1:|line |" > "$W/probe.why"
@@ -189,6 +160,7 @@ accepts() {
 		fi
 		if "$BIN/tandemctl" -c "$1" -n a ping >/dev/null 2>&1; then
 			stop_pids "$p"
+			forget "$p"
 			rm -rf "$W/a"
 			return 0
 		fi
@@ -272,13 +244,14 @@ start_pair() {
 	done
 	if [ "$PREFILL" = 1 ]; then
 		echo "# $3: prefill ${SIZE_MB} MiB" >&2
-		timeout -k 10 600 fio --name=prefill --ioengine=nbd --uri="$URI" --rw=write --bs=1M \
-			--iodepth=4 --size="${SIZE_MB}M" --refill_buffers --output-format=json \
+		fg_wait timeout -k 10 600 fio --name=prefill --ioengine=nbd --uri="$URI" --rw=write \
+			--bs=1M --iodepth=4 --size="${SIZE_MB}M" --refill_buffers --output-format=json \
 			> /dev/null 2> "$W/fio.err" || die "prefill failed: $(tail -n 3 "$W/fio.err" | tr '\n' ' ')"
 	fi
 }
 stop_pair() {
 	stop_pids "$PID_A" "$PID_B"
+	forget "$PID_A" "$PID_B"
 	rm -rf "$W/a" "$W/b"
 }
 
@@ -287,7 +260,8 @@ stop_pair() {
 drained() {
 	local end=$((SECONDS + DRAIN_MAX))
 	while [ $SECONDS -lt $end ]; do
-		if ctl a wait-sync vol0 --timeout $((end - SECONDS)) > /dev/null 2>&1 &&
+		if fg_wait timeout $((end - SECONDS + 30)) "$BIN/tandemctl" -c "$W/pair.ini" -n a \
+			wait-sync vol0 --timeout $((end - SECONDS)) > /dev/null 2>&1 &&
 			[ "$(st "p.get('backlog_bytes', 0) == 0 and p['out_of_sync_bytes'] == 0")" = True ]; then
 			return 0
 		fi
@@ -302,7 +276,7 @@ job() {
 	if ! drained; then
 		echo "note run $1 $2 $3 rtt $4: the peer was not in sync within $DRAIN_MAX s before QD$5" >> "$RES"
 	fi
-	timeout -k 10 $((RUNTIME + RAMP + 120)) fio --name=lat --ioengine=nbd --uri="$URI" \
+	fg_wait timeout -k 10 $((RUNTIME + RAMP + 120)) fio --name=lat --ioengine=nbd --uri="$URI" \
 		--rw=randwrite --bs=4k --iodepth="$5" --size="${SIZE_MB}M" --randrepeat=0 \
 		--norandommap --refill_buffers --time_based --runtime="$RUNTIME" --ramp_time="$RAMP" \
 		--output-format=json > "$out" 2> "$W/fio.err" ||

@@ -2,8 +2,10 @@
 # Two sites joined by a shaped link, for the benchmarks that need one
 # (bench/repl.sh, bench/seed-wan.sh): two network namespaces joined by a veth
 # pair, tbf on both veth ends' egress (no netem on this kernel: bandwidth
-# only, no added delay), a TCP goodput check of the link, and the cleanup of
-# what the script started. Sourced from the repository root.
+# only, no added delay), a TCP goodput check of the link; and the process
+# handling of those and of bench/latency-rtt.sh: long commands waited for
+# so that a signal is handled at once, and the cleanup of what the script
+# started. Sourced from the repository root.
 #
 # The script sets W (its work directory) before link_up and traps EXIT with
 # bench_cleanup; every background process it starts goes into PIDS. Nothing
@@ -35,6 +37,30 @@ stop_pids() {
 	done
 	for p in "${live[@]}"; do mine "$p" && kill -9 "$p" 2>/dev/null; done
 	for p in "${live[@]}"; do wait "$p" 2>/dev/null || true; done
+}
+
+# forget PID...: drops processes that were stopped or reaped from PIDS.
+forget() {
+	local p q keep=()
+	for p in "${PIDS[@]}"; do
+		for q in "$@"; do [ "$p" = "$q" ] && continue 2; done
+		keep+=("$p")
+	done
+	PIDS=("${keep[@]}")
+}
+
+# fg_wait CMD...: runs CMD (a program, not a function) in the background and
+# waits for it; returns its status. Bash runs a trap only once the
+# foreground command ends, while `wait` returns at a signal: so a TERM during
+# a two-minute fio ends the run at once, and the cleanup stops CMD too.
+fg_wait() {
+	local p rc=0
+	"$@" &
+	p=$!
+	PIDS+=("$p")
+	wait "$p" || rc=$?
+	forget "$p"
+	return $rc
 }
 
 bench_cleanup() {

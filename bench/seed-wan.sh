@@ -114,16 +114,6 @@ URI_pair=nbd://$IPA:$PORT_T/vol0
 URI_single=nbd://$IPA:$PORT_S/vol0
 SIZE_BYTES=$((SIZE_MB << 20))
 
-# forget PID...: drops stopped processes from PIDS.
-forget() {
-	local p q keep=()
-	for p in "${PIDS[@]}"; do
-		for q in "$@"; do [ "$p" = "$q" ] && continue 2; done
-		keep+=("$p")
-	done
-	PIDS=("${keep[@]}")
-}
-
 # ---------------------------------------------------------------- servers
 # write_pair MODE [FILE]: the pair's configuration for MODE, in FILE
 # (default $W/pair.ini).
@@ -309,19 +299,22 @@ kind_args() {
 	esac
 }
 # write_all URI KIND OUT: SIZE_MB in 1 MiB writes at QD1, at most CELL_MAX s;
-# prints "io_bytes runtime_ms".
+# sets BYTES and MS (bytes written, fio's runtime in ms).
 write_all() {
+	local v
 	# shellcheck disable=SC2046
-	inA timeout -k 10 $((CELL_MAX + 180)) fio --name=seed --ioengine=nbd --uri="$1" \
-		--rw=write --bs=1M --iodepth=1 --size="${SIZE_MB}M" --runtime="$CELL_MAX" \
-		$(kind_args "$2") --output-format=json > "$3" 2> "$W/fio.err" ||
+	fg_wait ip netns exec "$NA" timeout -k 10 $((CELL_MAX + 180)) fio --name=seed \
+		--ioengine=nbd --uri="$1" --rw=write --bs=1M --iodepth=1 --size="${SIZE_MB}M" \
+		--runtime="$CELL_MAX" $(kind_args "$2") --output-format=json > "$3" 2> "$W/fio.err" ||
 		die "fio ($2) against $1 failed: $(tail -n 3 "$W/fio.err" | tr '\n' ' ')"
-	python3 - "$3" <<'PY'
+	v=$(python3 - "$3" <<'PY'
 import json, sys
 t = open(sys.argv[1]).read()
 w = json.loads(t[t.index("{"):])["jobs"][0]["write"]  # skips the nbd engine's first line
 print(w["io_bytes"], w["runtime"])
 PY
+)
+	read -r BYTES MS <<< "$v"
 }
 
 # converge: waits up to CELL_MAX s from now for the replicas to converge:
@@ -335,7 +328,7 @@ converge() {
 	end=$((SECONDS + CELL_MAX))
 	CONV=no CSECS=$CELL_MAX EARLY=0
 	while left=$((end - SECONDS)) && [ $left -gt 0 ]; do
-		timeout $((left + 30)) "$BIN/tandemctl" -c "$W/pair.ini" -n a wait-sync vol0 \
+		fg_wait timeout $((left + 30)) "$BIN/tandemctl" -c "$W/pair.ini" -n a wait-sync vol0 \
 			--timeout "$left" > /dev/null 2> "$W/wait.err" || return 0
 		t1=${EPOCHREALTIME/./}
 		st=$(status_json)
@@ -350,11 +343,11 @@ converge() {
 
 # cell RUN MODE LINK KIND: one replicated cell; appends its "cell" line.
 cell() {
-	local r=$1 m=$2 l=$3 k=$4 v bytes ms pct=100 same=- st wire data zero pend cong
+	local r=$1 m=$2 l=$3 k=$4 bytes ms pct=100 same=- st wire data zero pend cong
 	start_pair "$m" "run $r $m link $l $k"
 	drop_caches
-	v=$(write_all "$URI_pair" "$k" "$W/fio-r$r-$m-l$l-$k.json")
-	read -r bytes ms <<< "$v"
+	write_all "$URI_pair" "$k" "$W/fio-r$r-$m-l$l-$k.json"
+	bytes=$BYTES ms=$MS
 	st=$(status_json)
 	pend=$(peer_field "$st" "p.get('lag_bytes', 0)")
 	cong=$(peer_field "$st" "p.get('congestion', 'none')")
@@ -376,11 +369,11 @@ cell() {
 	stop_pair
 }
 single_cell() { # RUN KIND
-	local v bytes ms
+	local bytes ms
 	start_single "run $1 single $2"
 	drop_caches
-	v=$(write_all "$URI_single" "$2" "$W/fio-r$1-single-$2.json")
-	read -r bytes ms <<< "$v"
+	write_all "$URI_single" "$2" "$W/fio-r$1-single-$2.json"
+	bytes=$BYTES ms=$MS
 	echo "cell $1 single 0 $2 $bytes $ms - - - - 0 0 0 0 0 -" >> "$RES"
 	report "$1" single 0 "$2" "$bytes" "$ms" - - - - - 0 -
 	stop_single
