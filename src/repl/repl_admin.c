@@ -358,7 +358,8 @@ int repl_in_sync(const struct repl *r, char *msg, size_t len)
 		return -EPERM;
 	}
 	if (!ab_empty(r)) {
-		snprintf(msg, len, "volume %s: %llu bytes of the async stream not yet acknowledged by %s",
+		snprintf(msg, len,
+			 "volume %s: %llu bytes of the async stream not yet acknowledged by %s",
 			 v->name, (unsigned long long)r->ab_bytes, peer_name(r));
 		return 0;
 	}
