@@ -98,6 +98,10 @@ struct cfg {
 	unsigned witness_timeout_ms;   /* a silent witness session is dead after this */
 	unsigned quorum_timeout_ms;    /* a write held for quorum fails after this */
 	char witness_dir[CFG_PATH_MAX]; /* tandem-witness: its state files */
+	/* TLS 1.3 on the replication and witness links: a key derived from the
+	 * secret, or certificates when tls_cert is set (then all three are) */
+	bool tls;
+	char tls_cert[CFG_PATH_MAX], tls_key[CFG_PATH_MAX], tls_ca[CFG_PATH_MAX];
 	struct cfg_auth auth;     /* iSCSI: discovery, and the volumes' default */
 	unsigned nnodes, nvolumes;
 	struct cfg_node nodes[CFG_MAX_NODES];

@@ -152,6 +152,10 @@ void repl_start(struct repl *r);
  * session (docs/WITNESS.md); without it the volume has no quorum rule. */
 struct wit_client;
 int repl_use_witness(struct repl *r, struct wit_client *wc);
+/* Before repl_start: tls = on, the connections this node dials speak TLS
+ * (net/tls.h); the caller keeps tls until after repl_free. */
+struct net_tls_ctx;
+void repl_use_tls(struct repl *r, struct net_tls_ctx *tls);
 /* Shutting down: writes held for quorum fail (never acknowledged). */
 void repl_release_held(struct repl *r);
 /* Drops the connection; in-flight writes complete (peer part marked out of
@@ -180,6 +184,8 @@ void repl_get_status(const struct repl *r, struct repl_status *st);
 /* The node's replication listener: routes each connection to its volume. */
 int repl_server_new(struct ev_loop *ev, const struct cfg *cfg, unsigned self,
 		    struct vol **vols, unsigned nvols, struct repl_server **out);
+/* Right after repl_server_new: accepted connections speak TLS. */
+void repl_server_use_tls(struct repl_server *s, struct net_tls_ctx *tls);
 void repl_server_shutdown(struct repl_server *s);
 unsigned repl_server_conns(const struct repl_server *s);
 void repl_server_free(struct repl_server *s);

@@ -135,6 +135,7 @@ struct repl {
 	struct rconn *conn;
 	/* dialing */
 	struct net_dial dial; /* dial.busy: a connect is in progress */
+	struct net_tls_ctx *tls; /* tls = on: the dialed connection's TLS */
 	struct ev_timer retry;
 	unsigned backoff_ms;
 	struct sockaddr_storage dial_sa;
@@ -259,6 +260,7 @@ struct repl_server {
 	struct net_srv srv;
 	struct vol *vols[CFG_MAX_VOLUMES];
 	unsigned nvols;
+	struct net_tls_ctx *tls; /* tls = on: every accepted connection's TLS */
 };
 
 /* Message handlers (msg_*, named in the message table in repl_conn.c):
