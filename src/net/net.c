@@ -249,7 +249,7 @@ void net_promote_bulk(struct net_conn *c)
  * go out (handshake records, a refusal): plaintext waits or is dropped. */
 static bool tx_pending(const struct net_conn *c)
 {
-	if (c->tls && !c->tls->open)
+	if (c->tls && c->tls->st != TLS_OPEN)
 		return c->tls->ctq_head != NULL;
 	return c->txq_head || c->bulk_head || (c->tls && c->tls->ctq_head);
 }
@@ -542,7 +542,7 @@ int net_conn_init_tls(struct net_conn *c, struct ev_loop *ev, int fd, size_t rxb
 
 const char *net_conn_error(const struct net_conn *c)
 {
-	return c->tls && c->tls->failed ? c->tls->err : NULL;
+	return c->tls && c->tls->st == TLS_FAILED ? c->tls->err : NULL;
 }
 
 bool net_rx_looks_tls(const struct net_conn *c)

@@ -17,6 +17,7 @@
  * aborts the connection before anything more is handed over (T1). */
 #include "tls.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -332,6 +333,22 @@ void net_tls_ctx_free(struct net_tls_ctx *x)
 
 /* ---- connection ---- */
 
+/* The state's one writer (tls.h lists the transitions). */
+static void tls_set_state(struct net_tls *t, enum tls_state to)
+{
+	static const bool legal[TLS_FAILED + 1][TLS_FAILED + 1] = {
+		[TLS_HANDSHAKE] = { [TLS_OPEN] = true, [TLS_FAILED] = true },
+		[TLS_OPEN] = { [TLS_FAILED] = true },
+	};
+
+	if (!legal[t->st][to]) {
+		log_err("TLS: illegal state change %d -> %d", (int)t->st, (int)to);
+		assert(!"illegal TLS state transition");
+		return;
+	}
+	t->st = to;
+}
+
 static void chunk_done(struct net_tx *tx, int err)
 {
 	struct tls_chunk *ch = container_of(tx, struct tls_chunk, tx);
@@ -435,19 +452,24 @@ __attribute__((format(printf, 2, 3))) static void tls_fail(struct net_conn *c, c
 {
 	struct net_tls *t = c->tls;
 	char host[NET_HOST_MAX];
+	bool was_open = t->st == TLS_OPEN;
 	va_list ap;
 
-	if (t->failed)
+	if (t->st == TLS_FAILED)
 		return;
-	t->failed = true;
-	t->open = false;
+	tls_set_state(t, TLS_FAILED);
 	va_start(ap, fmt);
 	vsnprintf(t->err, sizeof(t->err), fmt, ap);
 	va_end(ap);
 	ERR_clear_error();
 	net_peer_host(c->fd, host);
 	log_warn("TLS with %s: %s: connection dropped", host[0] ? host : "?", t->err);
-	net_abort(c);
+	/* In the handshake the alert OpenSSL queued goes out (the peer then
+	 * says why too); after it, nothing more does. */
+	if (was_open)
+		net_abort(c);
+	else
+		net_close(c);
 }
 
 /* Why the last OpenSSL call failed, in words an operator can act on. */
@@ -464,7 +486,7 @@ static void fail_ssl(struct net_conn *c, int ret, const char *what)
 	ssl_reason(reason, sizeof(reason));
 	if (e == SSL_ERROR_SYSCALL && !strcmp(reason, "unknown error"))
 		snprintf(reason, sizeof(reason), "internal error");
-	if (t->open) {
+	if (t->st == TLS_OPEN) {
 		tls_fail(c, "%s: %s", what, reason);
 		return;
 	}
@@ -491,8 +513,7 @@ static void plain_peer(struct net_conn *c)
 	struct net_tls *t = c->tls;
 	char host[NET_HOST_MAX];
 
-	t->failed = true;
-	t->open = false;
+	tls_set_state(t, TLS_FAILED);
 	snprintf(t->err, sizeof(t->err),
 		 "the peer does not speak TLS: set tls = on there too (or tls = off here)");
 	net_peer_host(c->fd, host);
@@ -530,13 +551,13 @@ static int pump_once(struct net_conn *c)
 	SSL *ssl = t->ssl;
 	int n;
 
-	if (c->closing || t->failed)
+	if (c->closing || t->st == TLS_FAILED)
 		return -1;
-	if (!t->open) {
+	if (t->st == TLS_HANDSHAKE) {
 		n = SSL_do_handshake(ssl);
 		if (n == 1) {
 			char host[NET_HOST_MAX];
-			t->open = true; /* HANDSHAKE -> OPEN */
+			tls_set_state(t, TLS_OPEN);
 			t->err[0] = 0;
 			net_peer_host(c->fd, host);
 			log_info("TLS with %s: %s, %s, %s", host[0] ? host : "?",
@@ -613,8 +634,8 @@ void tls_pump(struct net_conn *c)
 			break;
 	}
 	t->pumping = false;
-	if (!t->want_read || t->failed || c->rx_armed || c->closing || c->eof || c->rx_eof ||
-	    t->cin_end == NET_TLS_CIN)
+	if (!t->want_read || t->st == TLS_FAILED || c->rx_armed || c->closing || c->eof ||
+	    c->rx_eof || t->cin_end == NET_TLS_CIN)
 		return;
 	sqe = ev_sqe(c->ev, &c->rx_op);
 	io_uring_prep_recv(sqe, c->fd, t->cin + t->cin_end, NET_TLS_CIN - t->cin_end, 0);
@@ -625,7 +646,7 @@ void tls_rx(struct net_conn *c, int res)
 {
 	struct net_tls *t = c->tls;
 
-	if (t->failed)
+	if (t->st == TLS_FAILED)
 		return;
 	/* The first byte of a peer's TLS output is a handshake record (22) or
 	 * an alert (21); anything else is a peer without TLS. */
@@ -644,7 +665,7 @@ bool tls_rx_end(struct net_conn *c, int res)
 {
 	struct net_tls *t = c->tls;
 
-	if (t->open || t->failed)
+	if (t->st != TLS_HANDSHAKE)
 		return false;
 	/* An acceptor's peer that closes without a byte (a probe, a port
 	 * check) is no TLS matter, as with plaintext. */
@@ -699,7 +720,7 @@ void tls_seal(struct net_conn *c)
 {
 	struct net_tls *t = c->tls;
 
-	if (!t->open || t->failed)
+	if (t->st != TLS_OPEN)
 		return;
 	while (t->wire_total - t->wire_sent < NET_TLS_SEAL_AHEAD) {
 		struct net_tx *tx = c->txq_head;
@@ -781,10 +802,10 @@ void tls_closing(struct net_conn *c)
 {
 	struct net_tls *t = c->tls;
 
-	if (!t->open) {
+	if (t->st != TLS_OPEN) {
 		/* in the handshake nothing of the owner's can go out; once
-		 * FAILED only what is queued (a refusal) does */
-		if (!t->failed)
+		 * FAILED only what is queued (an alert, a refusal) does */
+		if (t->st == TLS_HANDSHAKE)
 			c->eof = true;
 		return;
 	}

@@ -14,10 +14,10 @@
  * name), identity "tandem/" + cluster name (net_tls_psk_derive). The PSK
  * handshake still runs (EC)DHE, so traffic keys are fresh per connection.
  *
- * Connection (struct net_tls), one writer per field group:
- *   HANDSHAKE -> OPEN    [tls_pump: SSL_do_handshake done]
- *   HANDSHAKE|OPEN -> FAILED [tls_fail: any TLS error, a non-TLS peer, EOF
- *                              inside the handshake]
+ * Connection state (struct net_tls.st, written by tls_set_state only):
+ *   HANDSHAKE -> OPEN        [pump_once: SSL_do_handshake done]
+ *   HANDSHAKE|OPEN -> FAILED [tls_fail: any TLS error, EOF inside the
+ *                             handshake; plain_peer: bytes that are no TLS]
  * Invariants:
  *   T1. Plaintext reaches the owner only in OPEN, and never after FAILED:
  *       tls_fail aborts the connection before anything more is parsed.
@@ -73,14 +73,14 @@ bool net_tls_ctx_uses_certs(const struct net_tls_ctx *x);
 void net_tls_ctx_free(struct net_tls_ctx *x); /* NULL: no-op */
 
 /* Per connection. Used by net.c only (net.h is the owners' interface). */
+enum tls_state { TLS_HANDSHAKE = 0, TLS_OPEN, TLS_FAILED };
 struct tls_chunk;
 struct net_tls {
 	struct net_tls_ctx *x;
 	void *ssl; /* SSL * */
 	void *bio; /* BIO *, ours (tls.c) */
 	bool client;
-	/* HANDSHAKE / OPEN / FAILED, written by tls_pump and tls_fail */
-	bool open, failed;
+	enum tls_state st;    /* tls_set_state only */
 	bool pumping, repump; /* tls_pump is on the stack; run it once more */
 	bool want_read;       /* OpenSSL needs ciphertext: the recv is armed */
 	bool notified;        /* close_notify queued */
