@@ -331,6 +331,67 @@ void net_tls_ctx_free(struct net_tls_ctx *x)
 	free(x);
 }
 
+/* ---- blocking client (command-line tools) ---- */
+
+int net_tls_sync_connect(struct net_tls_ctx *x, int fd, struct net_tls_sync **out, char *err,
+			 size_t errlen)
+{
+	SSL *ssl = SSL_new(x->ctx);
+	char why[160];
+	int r;
+
+	if (!ssl || !SSL_set_fd(ssl, fd)) {
+		SSL_free(ssl);
+		ssl_reason(why, sizeof(why));
+		snprintf(err, errlen, "TLS setup: %s", why);
+		return -ENOMEM;
+	}
+	SSL_set_connect_state(ssl);
+	r = SSL_connect(ssl);
+	if (r != 1) {
+		int e = SSL_get_error(ssl, r);
+		ssl_reason(why, sizeof(why));
+		snprintf(err, errlen, "TLS handshake failed: %s",
+			 e == SSL_ERROR_SYSCALL && !strcmp(why, "unknown error")
+				 ? "the peer closed the connection (tls = off there?)"
+				 : why);
+		SSL_free(ssl);
+		return -EPROTO;
+	}
+	*out = (struct net_tls_sync *)ssl;
+	return 0;
+}
+
+long net_tls_sync_read(struct net_tls_sync *s, void *buf, size_t len)
+{
+	SSL *ssl = (SSL *)s;
+	int n = SSL_read(ssl, buf, (int)MIN(len, (size_t)INT32_MAX));
+
+	if (n > 0)
+		return n;
+	n = SSL_get_error(ssl, n);
+	ERR_clear_error();
+	return n == SSL_ERROR_ZERO_RETURN ? 0 : -EPROTO;
+}
+
+long net_tls_sync_write(struct net_tls_sync *s, const void *buf, size_t len)
+{
+	int n = SSL_write((SSL *)s, buf, (int)MIN(len, (size_t)INT32_MAX));
+
+	ERR_clear_error();
+	return n > 0 ? n : -EPROTO;
+}
+
+bool net_tls_sync_pending(const struct net_tls_sync *s)
+{
+	return SSL_pending((const SSL *)s) > 0;
+}
+
+void net_tls_sync_free(struct net_tls_sync *s)
+{
+	SSL_free((SSL *)s);
+}
+
 /* ---- connection ---- */
 
 /* The state's one writer (tls.h lists the transitions). */

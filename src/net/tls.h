@@ -72,6 +72,18 @@ int net_tls_ctx_add_cluster(struct net_tls_ctx *x, const char *cluster, const ch
 bool net_tls_ctx_uses_certs(const struct net_tls_ctx *x);
 void net_tls_ctx_free(struct net_tls_ctx *x); /* NULL: no-op */
 
+/* A blocking TLS client on a connected blocking socket, for command-line
+ * tools (tandemctl witness-status), off the event loop. connect: 0, or
+ * -errno with a one-line reason in err. read / write: bytes, or -errno
+ * (0: the peer closed). pending: decrypted bytes wait (no poll needed). */
+struct net_tls_sync;
+int net_tls_sync_connect(struct net_tls_ctx *x, int fd, struct net_tls_sync **out, char *err,
+			 size_t errlen);
+long net_tls_sync_read(struct net_tls_sync *s, void *buf, size_t len);
+long net_tls_sync_write(struct net_tls_sync *s, const void *buf, size_t len);
+bool net_tls_sync_pending(const struct net_tls_sync *s);
+void net_tls_sync_free(struct net_tls_sync *s); /* NULL: no-op; the fd stays open */
+
 /* Per connection. Used by net.c only (net.h is the owners' interface). */
 enum tls_state { TLS_HANDSHAKE = 0, TLS_OPEN, TLS_FAILED };
 struct tls_chunk;
