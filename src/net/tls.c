@@ -843,6 +843,7 @@ void tls_seal(struct net_conn *c)
 		return;
 	if (c->closing && !c->txq_head && !c->bulk_head)
 		tls_notify(c);
+	tls_sent(c, 0); /* (an empty item is out as soon as it is sealed) */
 }
 
 void tls_sent(struct net_conn *c, size_t n)

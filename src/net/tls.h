@@ -51,7 +51,7 @@
  * owner's buffer into records of up to 16 KiB. */
 #define NET_TLS_SMALL (8u * 1024u)
 #define NET_TLS_STAGE (16u * 1024u)
-#define NET_TLS_CIN (64u * 1024u) /* ciphertext received, not yet decrypted */
+#define NET_TLS_CIN (256u * 1024u) /* ciphertext received, not yet decrypted */
 
 struct net_tls_opts {
 	/* all three, or none: PSKs only */
