@@ -2,17 +2,27 @@
 """linkproxy: a user-space TCP link proxy for the integration tests.
 
 It sits on the replication link between two daemons on loopback so a test
-can cut, blackhole, delay and restore that link without root or iptables.
+can cut, blackhole, delay and restore that link without root or iptables,
+and a test or a bench can give it the rate, jitter and loss of a slower
+link (the kernel here has no netem).
 
 Proxy mode:
   linkproxy.py --listen 127.0.0.1:PORT --target 127.0.0.1:PORT \
-               --control /path/ctl.sock [--pidfile F] [--verbose]
+               --control /path/ctl.sock [--pidfile F] [--verbose] \
+               [--rate R] [--delay MS] [--jitter MS] [--loss PCT] \
+               [--rto MS] [--queue BYTES]
 
   Accepts TCP connections on --listen; for each one it opens a connection to
   --target and forwards bytes both ways (a FIN is passed on as a half-close,
   an RST as an RST). Prints "ready" on stdout once both the TCP port and the
   control socket are listening; runs until SIGTERM/SIGINT, then closes
   everything and exits 0.
+
+  --rate, --delay, --jitter, --loss, --rto and --queue take what the command
+  of the same name takes and apply it before "ready"; --rate, --loss and
+  --queue may be given more than once, applied in order ("--rate 10mbit
+  --rate 'ba 1mbit'"). A value that the command refuses ends the proxy with
+  status 2.
 
 Client mode:
   linkproxy.py --control /path/ctl.sock --cmd "cut"
@@ -22,7 +32,8 @@ Client mode:
 
 Control protocol: one line in, one line out ("ok ..." or "error ..."), then
 the server closes the connection. A line may hold several commands separated
-by ';', applied together. Commands:
+by ';', applied together. Directions: ab = listen side -> target, ba =
+target -> listen side. Commands:
 
   cut       partition: stop forwarding both ways. Nothing is read from
             either side, nothing is written, no FIN and no RST is sent: the
@@ -46,7 +57,74 @@ by ';', applied together. Commands:
   delay MS  add MS milliseconds of one-way delay to every forwarded chunk in
             each direction (so a round trip grows by 2*MS); 0 = none. Order
             is kept and the delayed chunks are pipelined.
-  stats     "ok conns=N bytes_ab=N bytes_ba=N state=forwarding|cut"
+  jitter MS each forwarded chunk gets, on top of the delay, a further delay
+            drawn uniformly from [0, MS] ms; 0 = none. Order is still kept:
+            a chunk never leaves before the one ahead of it, so a chunk
+            drawn short waits for a longer one ahead.
+  rate [ab|ba] R
+            bandwidth of the link in each direction (both without ab|ba), in
+            bits/s: a number with an optional unit kbit, mbit or gbit (10^3,
+            10^6, 10^9: 500kbit, 10mbit, 1gbit, 2.5mbit; 1kbit..100gbit), or
+            0 or off for unlimited (the default). The limit belongs to the link: every
+            connection in that direction shares it (in turns). A token
+            bucket of max(R x 10 ms, 16 KiB) paces the bytes out, in pieces
+            of at most half of it (a larger chunk is split): after an idle
+            moment at most 1.5 times the bucket goes out at once (when the
+            proxy itself wakes late, short of CPU, while bytes wait, it
+            makes up for up to 100 ms of rate in one go). Delay and
+            jitter count from the moment a piece has passed the rate limit,
+            as on a slow link with a long wire behind it.
+  queue [ab|ba] BYTES|auto
+            the buffer in front of the rate limit (BYTES with an optional k,
+            m or g for KiB, MiB, GiB; 1..1g). While more than BYTES wait there in
+            one direction, the proxy stops reading from every source of
+            that direction, until they are down to half: the senders' TCP
+            sockets fill and block them, as in front of a slow link. auto
+            (the default): max(256 KiB, R x 50 ms); 4 MiB when R is
+            unlimited (bytes wait there then only behind a lost segment,
+            and during a cut while rate or loss is set).
+  loss [ab|ba] PCT
+            packet loss as TCP sees it: a TCP stream loses no bytes, it
+            waits for the retransmission. The stream of each connection in
+            each direction is cut into segments of 1448 bytes, counted from
+            its first byte; each segment is lost with probability PCT/100,
+            independently, drawn when its first byte is next to pass the
+            rate limit (or to go on, with no rate). A lost segment stalls
+            that connection in that direction for rto ms; then the segment
+            goes (it is not lost again) and the bytes behind it follow.
+            Other connections and the other direction go on meanwhile, and
+            the stalled bytes count in the queue. No byte is dropped,
+            changed or reordered. 0 = none (the default). (A segment begun
+            when loss is set, or changed, is not lost.)
+  rto MS    the stall of a lost segment, 1..60000 ms (default 200).
+  corrupt ab|ba [N]
+            flip one byte (XOR 0x01, at the middle of the chunk) in each of
+            the next N chunks (default 1; 0 cancels) forwarded in that
+            direction, whichever connection they belong to.
+  capture ab|ba PATH
+            append every byte forwarded in that direction from now on, as
+            written (after corrupt), to PATH, all connections in turn;
+            "capture ab|ba off" stops one, "capture off" both. The proxy
+            opens PATH (relative to its own working directory: an absolute
+            path is best); it holds no blank and no ';'.
+  stats     "ok conns=N bytes_ab=N bytes_ba=N state=forwarding|cut
+            queued_ab=N queued_ba=N rate_ab=BITS rate_ba=BITS queue_ab=BYTES
+            queue_ba=BYTES delay=MS jitter=MS loss_ab=PCT loss_ba=PCT rto=MS
+            stalls_ab=N stalls_ba=N corrupt_ab=N corrupt_ba=N
+            capture_ab=PATH|off capture_ba=PATH|off" on one line. bytes_*
+            are counted when written to the other side; queued_* are the
+            bytes read and not yet written to the other side (in the queue,
+            in the delay, or waiting for a blocked writer); rate 0 is
+            unlimited; stalls_* counts lost segments; corrupt_* the chunks
+            still to be altered.
+
+The settings apply to every connection, those open now and those to come,
+and stay until changed; a chunk is what the proxy forwards at once (one read
+from a socket, or a piece of it), so with jitter and corrupt its size varies
+with the traffic. A direction holds at most a bounded number of bytes: the
+queue above, plus, after the rate limit, 4 MiB + 256 KiB per ms of delay and
+jitter (in flight, or waiting for a slow receiver); beyond either its
+sources are not read (each may overshoot by one read of 256 KiB).
 
 While forwarding, the proxy answers for the target as a router would: when
 an upstream connection closes or a connect upstream fails, it tries the
@@ -55,8 +133,6 @@ itself, so that new connections are refused too, until the target accepts
 again (tried every 20 ms). A daemon that is killed is then seen as gone
 through the proxy as it would be directly. (During a cut nothing is tried:
 a cut link answers nothing.)
-            (ab = listen side -> target, ba = target -> listen side;
-            counted when written to the other side).
 
 Python 3 standard library only.
 """
@@ -65,7 +141,9 @@ import argparse
 import asyncio
 import collections
 import errno
+import math
 import os
+import random
 import signal
 import socket
 import struct
@@ -74,11 +152,24 @@ import sys
 READ_SIZE = 256 * 1024          # bytes per read from a socket
 WRITE_HIGH = 1024 * 1024        # transport write-buffer high water
 WRITE_LOW = 256 * 1024
-# Bytes a direction may hold in the proxy (delay queue or blocked writer)
-# before the source stops being read: a base plus room for ~256 MB/s times
-# the configured delay, so a delayed link still carries bulk traffic.
+# Bytes a direction may hold in the proxy after the rate limit (delay queue
+# or blocked writer) before the source stops being read: a base plus room
+# for ~256 MB/s times the configured delay and jitter, so a delayed link
+# still carries bulk traffic.
 QUEUE_BASE = 4 * 1024 * 1024
 QUEUE_PER_MS = 256 * 1024
+# The queue in front of the rate limit ("queue auto"): max(QUEUE_MIN, rate
+# x QUEUE_TIME), QUEUE_BASE when the rate is unlimited.
+QUEUE_MIN = 256 * 1024
+QUEUE_TIME = 0.050
+# Token bucket: a burst of max(rate x BURST_TIME, BURST_MIN) bytes. While
+# bytes wait, a wakeup that comes late (the proxy short of CPU) is made up
+# for, up to CATCH_UP late: the link keeps its rate, in a larger burst.
+BURST_TIME = 0.010
+BURST_MIN = 16 * 1024
+CATCH_UP = 0.100
+SEGMENT = 1448                  # bytes per TCP segment, for loss
+DIRS = ("ab", "ba")
 
 VERBOSE = False
 
@@ -180,20 +271,201 @@ class Side(asyncio.Protocol):
         self.conn.proxy.loop.call_soon(self.inp.flush)
 
 
+class Link:
+    """One direction of the emulated link, shared by every connection: its
+    settings and counters, and the rate limit with the queue in front of
+    it. The pipes that have bytes waiting in that queue take turns."""
+
+    def __init__(self, proxy, name):
+        self.proxy = proxy
+        self.loop = proxy.loop
+        self.name = name
+        self.bytes = 0              # forwarded (written to the other side)
+        self.rate = 0               # bits/s, 0 = unlimited
+        self.bps = 0.0              # the same in bytes/s
+        self.queue_set = None       # "queue", None = auto
+        self.loss = 0.0             # probability per segment
+        self.stalls = 0             # lost segments so far
+        self.corrupt = 0            # chunks still to alter
+        self.capture = None         # file the forwarded bytes go to
+        self.capture_path = None
+        self.queued = 0             # bytes in the pipes' rate queues
+        self.blocked = False        # queued went over limit(): sources paused
+        self.turns = collections.deque()
+        self.credit = 0.0           # token bucket, bytes (negative: debt)
+        self.last = self.loop.time()
+        self.busy = False           # bytes waited when last pumped
+        self.timer = None
+        self.timer_when = 0.0
+        self.pumping = False
+
+    def shaping(self):
+        """Bytes go through the rate queue (else straight to the delay)."""
+        return self.bps > 0 or self.loss > 0
+
+    def limit(self):
+        if self.queue_set is not None:
+            return self.queue_set
+        if self.bps > 0:
+            return max(QUEUE_MIN, int(self.bps * QUEUE_TIME))
+        return QUEUE_BASE
+
+    def burst(self):
+        return max(self.bps * BURST_TIME, BURST_MIN)
+
+    def set_rate(self, bits):
+        self.rate = bits
+        self.bps = bits / 8.0
+        self.credit = 0.0
+        self.last = self.loop.time()
+        self.pump()
+        self.check_blocked()
+
+    def set_queue(self, nbytes):
+        self.queue_set = nbytes
+        self.check_blocked()
+
+    def set_loss(self, p):
+        self.loss = p
+        for c in self.proxy.conns:
+            (c.ab if self.name == "ab" else c.ba).loss_at = None
+        self.pump()
+
+    def set_capture(self, path):
+        """Capture to path from now on (None: stop). Returns an error or
+        None."""
+        f = None
+        if path is not None:
+            try:
+                f = open(path, "ab", buffering=0)
+            except OSError as e:
+                return "cannot open %s: %s" % (path, e.strerror or e)
+        self.stop_capture()
+        self.capture = f
+        self.capture_path = path
+        return None
+
+    def stop_capture(self):
+        if self.capture is not None:
+            try:
+                self.capture.close()
+            except OSError:
+                pass
+        self.capture = None
+        self.capture_path = None
+
+    def save(self, data):
+        try:
+            view = memoryview(data)
+            while view:
+                n = self.capture.write(view)
+                view = view[n:]
+        except OSError as e:
+            warn("capture %s to %s stopped: %s" % (self.name, self.capture_path,
+                                                   e))
+            self.stop_capture()
+
+    def take_turn(self, pipe):
+        if (not pipe.in_turns and pipe.rq and pipe.stall is None
+                and not pipe.dead):
+            pipe.in_turns = True
+            self.turns.append(pipe)
+
+    def leave(self, pipe):
+        if pipe.in_turns:
+            pipe.in_turns = False
+            try:
+                self.turns.remove(pipe)
+            except ValueError:
+                pass
+
+    def _schedule(self, when):
+        if self.timer is not None:
+            if self.timer_when <= when:
+                return
+            self.timer.cancel()
+        self.timer_when = when
+        self.timer = self.loop.call_at(when, self._on_timer)
+
+    def _on_timer(self):
+        self.timer = None
+        self.pump()
+
+    def pump(self):
+        """Let bytes through the rate limit: the waiting pipes in turn, a
+        piece of at most half the burst each, while the token bucket holds
+        credit (all at once when the rate is unlimited). A piece may take
+        the bucket into debt, which the next wakeup waits out; if bytes
+        waited meanwhile, credit for a late wakeup is kept up to CATCH_UP,
+        so that the rate holds when the proxy is short of CPU."""
+        if self.pumping:
+            return
+        if not self.proxy.forwarding:
+            self.busy = False       # a cut is no late wakeup
+            return
+        self.pumping = True
+        try:
+            now = self.loop.time()
+            piece = None
+            if self.bps > 0:
+                burst = self.burst()
+                cap = burst
+                if self.busy:
+                    cap = max(burst, self.bps * CATCH_UP)
+                self.credit = min(cap, self.credit
+                                  + (now - self.last) * self.bps)
+                piece = max(1, int(burst / 2))
+            self.last = now
+            while self.turns:
+                if self.bps > 0 and self.credit <= 0:
+                    self._schedule(now - self.credit / self.bps)
+                    break
+                pipe = self.turns[0]
+                n = pipe.release(now, piece)
+                if pipe.in_turns and self.turns and self.turns[0] is pipe:
+                    if pipe.rq and pipe.stall is None and not pipe.dead:
+                        self.turns.rotate(-1)
+                    else:
+                        self.turns.popleft()
+                        pipe.in_turns = False
+                if self.bps > 0:
+                    self.credit -= n
+            self.busy = bool(self.turns)
+        finally:
+            self.pumping = False
+        self.check_blocked()
+
+    def check_blocked(self):
+        """Read the sources again once the queue is down to half."""
+        if self.blocked and self.queued <= self.limit() // 2:
+            self.blocked = False
+            for c in list(self.proxy.conns):
+                c.update_reading(c.down if self.name == "ab" else c.up)
+
+
 class Pipe:
     """One direction of a connection: an ordered queue of events read from
     src (data, eof, lost) that are applied to dst when forwarding is on and
-    their delay has passed."""
+    their delay has passed. When its link shapes (rate, loss) they first
+    wait in the rate queue (rq) for their turn through the rate limit."""
 
-    def __init__(self, conn, src, dst, counter):
+    def __init__(self, conn, src, dst, link):
         self.conn = conn
         self.proxy = conn.proxy
         self.loop = conn.proxy.loop
         self.src = src
         self.dst = dst
-        self.counter = counter      # "bytes_ab" or "bytes_ba"
-        self.q = collections.deque()
+        self.link = link
+        self.q = collections.deque()    # (due, kind, payload), due in order
         self.pending = 0            # data bytes in q
+        self.last_due = 0.0
+        self.rq = collections.deque()   # (kind, payload) before the limit
+        self.rq_off = 0             # bytes of rq[0] already gone
+        self.rq_bytes = 0           # data bytes in rq (less rq_off)
+        self.in_turns = False       # in link.turns
+        self.sent = 0               # data bytes through the rate queue
+        self.loss_at = None         # stream offset of the next lost segment
+        self.stall = None           # timer: a lost segment is being resent
         self.flow_paused = False
         self.timer = None
         self.timer_when = 0.0
@@ -204,10 +476,18 @@ class Pipe:
         self.dead = True
         self.q.clear()
         self.pending = 0
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
+        self.rq.clear()
+        self.rq_off = 0
+        self.link.queued -= self.rq_bytes
+        self.rq_bytes = 0
+        self.link.leave(self)
+        for t in (self.timer, self.stall):
+            if t is not None:
+                t.cancel()
+        self.timer = None
+        self.stall = None
         self.conn.update_reading(self.src)
+        self.link.check_blocked()
 
     def _can_write(self):
         return self.proxy.forwarding and self.dst.usable()
@@ -215,20 +495,114 @@ class Pipe:
     def push(self, kind, payload):
         if self.dead:
             return
-        delay = self.proxy.delay
-        if (kind == "data" and not self.q and delay == 0
-                and self._can_write() and not self.dst.write_paused):
+        link = self.link
+        if self.rq or self.stall is not None or link.shaping():
+            self.rq.append((kind, payload))
+            if kind == "data":
+                self.rq_bytes += len(payload)
+                link.queued += len(payload)
+                if link.queued > link.limit():
+                    link.blocked = True
+            link.take_turn(self)
+            link.pump()
+            self.conn.update_reading(self.src)
+            return
+        proxy = self.proxy
+        if (kind == "data" and not self.q and proxy.delay == 0
+                and proxy.jitter == 0 and self._can_write()
+                and not self.dst.write_paused):
             self._write(payload)        # fast path, nothing queued
             return
-        self.q.append((self.loop.time() + delay, kind, payload))
-        if kind == "data":
-            self.pending += len(payload)
+        self._enqueue(self.loop.time(), kind, payload)
         self.flush()
 
+    def _enqueue(self, now, kind, payload):
+        """Into the delay queue: due after delay and jitter, and never
+        before the event ahead of it."""
+        due = now + self.proxy.delay
+        if self.proxy.jitter > 0:
+            due += random.uniform(0, self.proxy.jitter)
+        if due < self.last_due:
+            due = self.last_due
+        self.last_due = due
+        self.q.append((due, kind, payload))
+        if kind == "data":
+            self.pending += len(payload)
+
+    def _draw_loss(self, first):
+        """The next lost segment: segments first, first+1, ... are each
+        lost with probability link.loss (a geometric draw)."""
+        p = self.link.loss
+        good = 0
+        if p < 1:
+            good = int(math.log(1.0 - random.random()) / math.log1p(-p))
+        self.loss_at = (first + good) * SEGMENT
+
+    def release(self, now, piece):
+        """From the rate queue on to the delay queue: the events at its
+        head and up to piece data bytes (all when piece is None), unless a
+        lost segment stalls the stream first. Returns the data bytes
+        moved."""
+        link = self.link
+        moved = 0
+        while self.rq and not self.dead and self.stall is None:
+            kind, payload = self.rq[0]
+            if kind != "data":
+                self.rq.popleft()
+                self._enqueue(now, kind, payload)
+                continue
+            if piece is not None and moved >= piece:
+                break
+            off = self.rq_off
+            n = len(payload) - off
+            if piece is not None:
+                n = min(n, piece - moved)
+            if link.loss > 0:
+                if self.loss_at is None or self.loss_at < self.sent:
+                    self._draw_loss(-(-self.sent // SEGMENT))
+                if self.loss_at == self.sent:
+                    # Lost: resent after rto, and not lost again.
+                    link.stalls += 1
+                    self._draw_loss(self.sent // SEGMENT + 1)
+                    self.stall = self.loop.call_at(now + self.proxy.rto,
+                                                   self._unstall)
+                    break
+                n = min(n, self.loss_at - self.sent)
+            if off == 0 and n == len(payload):
+                chunk = payload
+                self.rq.popleft()
+            else:
+                chunk = memoryview(payload)[off:off + n]
+                if off + n == len(payload):
+                    self.rq.popleft()
+                    self.rq_off = 0
+                else:
+                    self.rq_off = off + n
+            self.sent += n
+            self.rq_bytes -= n
+            link.queued -= n
+            moved += n
+            self._enqueue(now, "data", chunk)
+        self.flush()
+        return moved
+
+    def _unstall(self):
+        self.stall = None
+        if self.dead:
+            return
+        self.link.take_turn(self)
+        self.link.pump()
+
     def _write(self, data):
+        link = self.link
+        if link.corrupt > 0:
+            link.corrupt -= 1
+            data = bytearray(data)
+            data[len(data) // 2] ^= 0x01
+        if link.capture is not None:
+            link.save(data)
         self.dst.transport.write(data)
-        setattr(self.proxy, self.counter,
-                getattr(self.proxy, self.counter) + len(data))
+        link.bytes += len(data)
 
     def _schedule(self, when):
         if self.timer is not None:
@@ -291,8 +665,8 @@ class Conn:
         self.proxy = proxy
         self.down = Side(self, "down")
         self.up = Side(self, "up")
-        self.ab = Pipe(self, self.down, self.up, "bytes_ab")
-        self.ba = Pipe(self, self.up, self.down, "bytes_ba")
+        self.ab = Pipe(self, self.down, self.up, proxy.links["ab"])
+        self.ba = Pipe(self, self.up, self.down, proxy.links["ba"])
         self.down.out = self.ab
         self.down.inp = self.ba
         self.up.out = self.ba
@@ -390,13 +764,15 @@ class Conn:
         if t is None or side.lost or t.is_closing():
             return
         pipe = side.out
-        high = QUEUE_BASE + int(self.proxy.delay_ms * QUEUE_PER_MS)
+        high = QUEUE_BASE + int((self.proxy.delay_ms + self.proxy.jitter_ms)
+                                * QUEUE_PER_MS)
         if pipe.pending > high:
             pipe.flow_paused = True
         elif pipe.pending <= high // 2:
             pipe.flow_paused = False
         want = (self.proxy.forwarding and self.state == "established"
                 and not side.got_eof and not pipe.flow_paused
+                and not pipe.link.blocked
                 and not self.resetting and not self.muted)
         if want:
             t.resume_reading()
@@ -421,10 +797,13 @@ class Proxy:
         self.forwarding = True
         self.delay = 0.0
         self.delay_ms = 0.0
+        self.jitter = 0.0
+        self.jitter_ms = 0.0
+        self.rto = 0.2
+        self.rto_ms = 200.0
         self.conns = set()
         self.next_id = 0
-        self.bytes_ab = 0
-        self.bytes_ba = 0
+        self.links = {d: Link(self, d) for d in DIRS}
         self.server = None      # the listening server; None while the target refuses
         self.stopping = False
 
@@ -509,6 +888,53 @@ class Proxy:
             self.delay_ms = ms
             self.delay = ms / 1000.0
             return "ok delay %s" % args[0]
+        if cmd in ("jitter", "rto"):
+            lo = 0 if cmd == "jitter" else 1
+            hi = 3600 * 1000 if cmd == "jitter" else 60 * 1000
+            if len(args) != 1:
+                return "error usage: %s MS" % cmd
+            ms = parse_number(args[0])
+            if ms is None:
+                return "error bad %s %r" % (cmd, args[0])
+            if not lo <= ms <= hi:
+                return "error %s out of range (%d..%d ms)" % (cmd, lo, hi)
+            if cmd == "jitter":
+                self.jitter_ms = ms
+                self.jitter = ms / 1000.0
+            else:
+                self.rto_ms = ms
+                self.rto = ms / 1000.0
+            return "ok %s %g" % (cmd, ms)
+        if cmd in ("rate", "queue", "loss"):
+            return self.link_setting(cmd, args)
+        if cmd == "corrupt":
+            if len(args) not in (1, 2) or args[0] not in DIRS:
+                return "error usage: corrupt ab|ba [N]"
+            n = 1
+            if len(args) == 2:
+                try:
+                    n = int(args[1])
+                except ValueError:
+                    n = -1
+                if n < 0:
+                    return "error bad count %r" % args[1]
+            self.links[args[0]].corrupt = n
+            return "ok corrupt %s %d" % (args[0], n)
+        if cmd == "capture":
+            if args == ["off"]:
+                for link in self.links.values():
+                    link.stop_capture()
+                return "ok capture off"
+            if len(args) != 2 or args[0] not in DIRS:
+                return "error usage: capture ab|ba PATH|off, capture off"
+            link = self.links[args[0]]
+            if args[1] == "off":
+                link.stop_capture()
+            else:
+                err = link.set_capture(args[1])
+                if err is not None:
+                    return "error " + err
+            return "ok capture %s %s" % (args[0], args[1])
         if args:
             return "error %s takes no arguments" % cmd
         if cmd == "cut":
@@ -529,6 +955,8 @@ class Proxy:
             for c in list(self.conns):
                 if not c.resetting:
                     c.resume()
+            for link in self.links.values():
+                link.pump()
             return "ok restore reset=%d" % nreset
         if cmd == "reset":
             cs = list(self.conns)
@@ -536,10 +964,59 @@ class Proxy:
                 c.reset()
             return "ok reset conns=%d" % len(cs)
         if cmd == "stats":
-            return "ok conns=%d bytes_ab=%d bytes_ba=%d state=%s" % (
-                len(self.conns), self.bytes_ab, self.bytes_ba,
-                "forwarding" if self.forwarding else "cut")
+            return self.stats()
         return "error unknown command %r" % cmd
+
+    def link_setting(self, cmd, args):
+        """rate, queue or loss [ab|ba] VALUE."""
+        dirs = DIRS
+        if args and args[0] in DIRS:
+            dirs, args = (args[0],), args[1:]
+        if cmd == "rate":
+            usage, parse = "R", parse_rate
+        elif cmd == "queue":
+            usage, parse = "BYTES|auto", parse_queue
+        else:
+            usage, parse = "PCT", parse_loss
+        if len(args) != 1:
+            return "error usage: %s [ab|ba] %s" % (cmd, usage)
+        try:
+            value = parse(args[0])
+        except ValueError as e:
+            return "error bad %s %r%s" % (cmd, args[0],
+                                          ": %s" % e if str(e) else "")
+        for d in dirs:
+            link = self.links[d]
+            if cmd == "rate":
+                link.set_rate(value)
+            elif cmd == "queue":
+                link.set_queue(value)
+            else:
+                link.set_loss(value / 100.0)
+        shown = []
+        for d in dirs:
+            link = self.links[d]
+            shown.append("%s=%s" % (d, link.rate if cmd == "rate" else
+                                    link.limit() if cmd == "queue" else
+                                    "%g" % (link.loss * 100)))
+        return "ok %s %s" % (cmd, " ".join(shown))
+
+    def stats(self):
+        ab, ba = self.links["ab"], self.links["ba"]
+        qab = ab.queued + sum(c.ab.pending for c in self.conns)
+        qba = ba.queued + sum(c.ba.pending for c in self.conns)
+        return ("ok conns=%d bytes_ab=%d bytes_ba=%d state=%s"
+                " queued_ab=%d queued_ba=%d rate_ab=%d rate_ba=%d"
+                " queue_ab=%d queue_ba=%d delay=%g jitter=%g"
+                " loss_ab=%g loss_ba=%g rto=%g stalls_ab=%d stalls_ba=%d"
+                " corrupt_ab=%d corrupt_ba=%d capture_ab=%s capture_ba=%s"
+                % (len(self.conns), ab.bytes, ba.bytes,
+                   "forwarding" if self.forwarding else "cut",
+                   qab, qba, ab.rate, ba.rate, ab.limit(), ba.limit(),
+                   self.delay_ms, self.jitter_ms,
+                   ab.loss * 100, ba.loss * 100, self.rto_ms,
+                   ab.stalls, ba.stalls, ab.corrupt, ba.corrupt,
+                   ab.capture_path or "off", ba.capture_path or "off"))
 
     def _cut(self):
         self.forwarding = False
@@ -565,10 +1042,69 @@ class Proxy:
                 pass
 
     def close_all(self):
+        for link in self.links.values():
+            link.stop_capture()
         for c in list(self.conns):
             for s in (c.down, c.up):
                 if s.transport is not None and not s.lost:
                     s.transport.abort()
+
+
+def parse_number(s):
+    """A finite float, or None."""
+    try:
+        v = float(s)
+    except ValueError:
+        return None
+    return v if math.isfinite(v) else None
+
+
+def parse_rate(s):
+    """bits/s from "10mbit", "500kbit", "1gbit", "2.5mbit", "1000000";
+    0 for "0" or "off" (unlimited)."""
+    t = s.lower()
+    if t == "off":
+        return 0
+    mult = 1
+    for unit, m in (("gbit", 10**9), ("mbit", 10**6), ("kbit", 10**3),
+                    ("bit", 1)):
+        if t.endswith(unit):
+            t, mult = t[:-len(unit)], m
+            break
+    v = parse_number(t)
+    if v is None or v < 0:
+        raise ValueError("want a number of bits/s, kbit, mbit or gbit")
+    bits = int(round(v * mult))
+    if bits != 0 and not 1000 <= bits <= 100 * 10**9:
+        raise ValueError("out of range (1kbit..100gbit)")
+    return bits
+
+
+def parse_queue(s):
+    """Bytes from "262144", "256k", "4m", "1g"; None for "auto"."""
+    t = s.lower()
+    if t == "auto":
+        return None
+    mult = 1
+    for unit, m in (("kib", 1 << 10), ("mib", 1 << 20), ("gib", 1 << 30),
+                    ("k", 1 << 10), ("m", 1 << 20), ("g", 1 << 30)):
+        if t.endswith(unit):
+            t, mult = t[:-len(unit)], m
+            break
+    v = parse_number(t)
+    if v is None:
+        raise ValueError("want bytes (k, m, g: KiB, MiB, GiB) or auto")
+    n = int(v * mult)
+    if not 1 <= n <= 1 << 30:
+        raise ValueError("out of range (1..1g)")
+    return n
+
+
+def parse_loss(s):
+    v = parse_number(s)
+    if v is None or not 0 <= v <= 100:
+        raise ValueError("want a percentage, 0..100")
+    return v
 
 
 def parse_addr(s, what):
@@ -605,6 +1141,16 @@ async def run_proxy(args):
     listen = parse_addr(args.listen, "--listen")
     target = parse_addr(args.target, "--target")
     proxy = Proxy(loop, listen, target)
+    for name, values in (("rate", args.rate), ("delay", [args.delay]),
+                         ("jitter", [args.jitter]), ("loss", args.loss),
+                         ("rto", [args.rto]), ("queue", args.queue)):
+        for v in values or []:
+            if v is None:
+                continue
+            reply = proxy.command1("%s %s" % (name, v))
+            if not reply.startswith("ok"):
+                warn("--%s %s: %s" % (name, v, reply))
+                return 2
 
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -677,7 +1223,8 @@ def run_client(args):
 def main():
     global VERBOSE
     ap = argparse.ArgumentParser(
-        description="User-space TCP link proxy with cut/reset/delay control.")
+        description="User-space TCP link proxy with cut/reset/delay control "
+        "and rate, jitter, loss and corruption.")
     ap.add_argument("--listen", help="HOST:PORT to accept connections on")
     ap.add_argument("--target", help="HOST:PORT to forward them to")
     ap.add_argument("--control", required=True,
@@ -687,6 +1234,18 @@ def main():
                     "the reply, exit 0 on ok")
     ap.add_argument("--verbose", action="store_true",
                     help="log connection events on stderr")
+    ap.add_argument("--rate", action="append", metavar="[ab|ba] R",
+                    help="start with this rate (as the rate command)")
+    ap.add_argument("--delay", metavar="MS",
+                    help="start with this delay (as the delay command)")
+    ap.add_argument("--jitter", metavar="MS",
+                    help="start with this jitter (as the jitter command)")
+    ap.add_argument("--loss", action="append", metavar="[ab|ba] PCT",
+                    help="start with this loss (as the loss command)")
+    ap.add_argument("--rto", metavar="MS",
+                    help="start with this rto (as the rto command)")
+    ap.add_argument("--queue", action="append", metavar="[ab|ba] BYTES",
+                    help="start with this queue (as the queue command)")
     args = ap.parse_args()
     VERBOSE = args.verbose
 
