@@ -8,8 +8,6 @@
 # replicas are identical again; tandemctl witness-status works over TLS.
 # Then one node with tls = off: both ends say which side lacks TLS (log and
 # status), with the witness too.
-# The link proxy's corrupt and capture commands are needed; an older proxy
-# without them skips (77) once the rest has passed.
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 # shellcheck source=lib2.sh
@@ -27,16 +25,9 @@ link_start ab "${REPP[b]}"
 link_start aw "$WPORT"
 link_start bw "$WPORT"
 # Captured from the first byte: the handshakes are in it too.
-HAVE_PX=1
-if ! px ab "capture ab $T/cap-ab" >"$T/px.out" 2>&1; then
-	grep -q "unknown command" "$T/px.out" || fail "proxy capture: $(cat "$T/px.out")"
-	HAVE_PX=0
-	log "the link proxy has no capture/corrupt: those parts are skipped"
-fi
-if [ $HAVE_PX = 1 ]; then
-	px ab "capture ba $T/cap-ba" >/dev/null || fail "proxy capture ba"
-	px aw "capture ab $T/cap-aw" >/dev/null || fail "proxy capture aw"
-fi
+px ab "capture ab $T/cap-ab" >/dev/null || fail "proxy capture ab"
+px ab "capture ba $T/cap-ba" >/dev/null || fail "proxy capture ba"
+px aw "capture ab $T/cap-aw" >/dev/null || fail "proxy capture aw"
 start_witness
 start a
 start b
@@ -72,50 +63,48 @@ qemu-io -f raw "$(uri a)" -c "write -s $T/canary 20M 1M" -c flush >/dev/null ||
 compare_replicas
 grep -q 'TANDEM-PLAINTEXT-CANARY' "$T/b/vol0.img" || fail "b does not hold the pattern"
 
-if [ $HAVE_PX = 1 ]; then
-	# The witness session again, on a new connection, inside the capture.
-	link aw reset
-	wait_for a "v['witness']['session']"
-	px ab "capture off" >/dev/null || fail "proxy capture off"
-	px aw "capture off" >/dev/null || fail "proxy capture off (aw)"
-	sz=$(stat -c %s "$T/cap-ab")
-	[ "$sz" -gt $((18 << 20)) ] || fail "the capture a -> b holds $sz bytes, less than was written"
-	[ -s "$T/cap-ba" ] && [ -s "$T/cap-aw" ] || fail "a capture is empty"
-	for f in cap-ab cap-ba cap-aw; do
-		# the data pattern, the replication and witness HELLO magics
-		for s in TANDEM-PLAINTEXT-CANARY TANDREP1 TANDWIT1; do
-			k=$(grep -c -a "$s" "$T/$f" || true)
-			[ "$k" = 0 ] || fail "$f: '$s' crossed the link in the clear"
-		done
+# The witness session again, on a new connection, inside the capture.
+link aw reset
+wait_for a "v['witness']['session']"
+px ab "capture off" >/dev/null || fail "proxy capture off"
+px aw "capture off" >/dev/null || fail "proxy capture off (aw)"
+sz=$(stat -c %s "$T/cap-ab")
+[ "$sz" -gt $((18 << 20)) ] || fail "the capture a -> b holds $sz bytes, less than was written"
+[ -s "$T/cap-ba" ] && [ -s "$T/cap-aw" ] || fail "a capture is empty"
+for f in cap-ab cap-ba cap-aw; do
+	# the data pattern, the replication and witness HELLO magics
+	for s in TANDEM-PLAINTEXT-CANARY TANDREP1 TANDWIT1; do
+		k=$(grep -c -a "$s" "$T/$f" || true)
+		[ "$k" = 0 ] || fail "$f: '$s' crossed the link in the clear"
 	done
-	log "captures: a->b $sz bytes, b->a $(stat -c %s "$T/cap-ba"), a->w $(stat -c %s "$T/cap-aw"): no plaintext"
+done
+log "captures: a->b $sz bytes, b->a $(stat -c %s "$T/cap-ba"), a->w $(stat -c %s "$T/cap-aw"): no plaintext"
 
-	# A byte flipped a -> b: b's TLS layer drops the connection.
-	px ab "corrupt ab 1" >/dev/null || fail "proxy corrupt ab"
-	head -c 4M /dev/urandom >"$T/rnd2.img"
-	nbdcopy "$T/rnd2.img" "$(uri a)" || fail "nbdcopy to a failed"
-	for ((i = 0; i < 100; i++)); do
-		this_run b | grep -q 'TLS with 127.0.0.1: .*connection dropped' && break
-		sleep 0.1
-	done
-	this_run b | grep 'TLS with 127.0.0.1: .*connection dropped' >&2 ||
-		fail "b: no TLS error after a byte flipped a -> b"
-	wait_for a "p['replication'] == 'established'"
-	compare_replicas
-	# A byte flipped b -> a (acknowledgements): a drops the connection.
-	px ab "corrupt ba 1" >/dev/null || fail "proxy corrupt ba"
-	head -c 4M /dev/urandom >"$T/rnd3.img"
-	nbdcopy "$T/rnd3.img" "$(uri a)" || fail "nbdcopy to a failed"
-	for ((i = 0; i < 100; i++)); do
-		this_run a | grep -q 'TLS with 127.0.0.1: .*connection dropped' && break
-		sleep 0.1
-	done
-	this_run a | grep 'TLS with 127.0.0.1: .*connection dropped' >&2 ||
-		fail "a: no TLS error after a byte flipped b -> a"
-	wait_for a "p['replication'] == 'established'"
-	compare_replicas
-	[ "$(jfield a "p['out_of_sync_bytes']")" = 0 ] || fail "a reports bytes out of sync"
-fi
+# A byte flipped a -> b: b's TLS layer drops the connection.
+px ab "corrupt ab 1" >/dev/null || fail "proxy corrupt ab"
+head -c 4M /dev/urandom >"$T/rnd2.img"
+nbdcopy "$T/rnd2.img" "$(uri a)" || fail "nbdcopy to a failed"
+for ((i = 0; i < 100; i++)); do
+	this_run b | grep -q 'TLS with 127.0.0.1: .*connection dropped' && break
+	sleep 0.1
+done
+this_run b | grep 'TLS with 127.0.0.1: .*connection dropped' >&2 ||
+	fail "b: no TLS error after a byte flipped a -> b"
+wait_for a "p['replication'] == 'established'"
+compare_replicas
+# A byte flipped b -> a (acknowledgements): a drops the connection.
+px ab "corrupt ba 1" >/dev/null || fail "proxy corrupt ba"
+head -c 4M /dev/urandom >"$T/rnd3.img"
+nbdcopy "$T/rnd3.img" "$(uri a)" || fail "nbdcopy to a failed"
+for ((i = 0; i < 100; i++)); do
+	this_run a | grep -q 'TLS with 127.0.0.1: .*connection dropped' && break
+	sleep 0.1
+done
+this_run a | grep 'TLS with 127.0.0.1: .*connection dropped' >&2 ||
+	fail "a: no TLS error after a byte flipped b -> a"
+wait_for a "p['replication'] == 'established'"
+compare_replicas
+[ "$(jfield a "p['out_of_sync_bytes']")" = 0 ] || fail "a reports bytes out of sync"
 stop b
 stop a
 
@@ -140,10 +129,15 @@ this_run w | grep -q 'does not speak TLS' || fail "w: no word of b's plaintext"
 [ "$(jfield b "p['connection']")" != connected ] || fail "b connected without TLS"
 stop b
 stop a
-# The other way round: a (the dialer) with tls = off.
+# The other way round: a (the dialer) with tls = off. Its HELLO crosses in
+# the clear: the capture check above would have seen it.
+px ab "capture ab $T/cap-plain" >/dev/null || fail "proxy capture (plain)"
 start a "$T/plain.ini"
 start b
 wait_for a "'has tls = on' in p['error']"
+px ab "capture off" >/dev/null || fail "proxy capture off"
+[ "$(grep -c -a TANDREP1 "$T/cap-plain" || true)" -ge 1 ] ||
+	fail "the capture of a plaintext HELLO does not show it: the capture check proves nothing"
 ctl_on a status vol0 | grep -i tls >&2 || true
 this_run b | grep -q 'TLS with 127.0.0.1: the peer does not speak TLS' ||
 	fail "b: no word of the peer's plaintext"
@@ -152,4 +146,3 @@ stop b
 stop a
 kill_witness TERM
 check_log_of w
-[ $HAVE_PX = 1 ] || { echo "SKIP: the link proxy has no capture/corrupt (linkproxy-shape)" >&2; exit 77; }
