@@ -103,7 +103,11 @@ static void end_rx(struct net_conn *c)
 
 static void end_closed(struct net_conn *c)
 {
-	container_of(c, struct end, c)->closed = true;
+	struct end *e = container_of(c, struct end, c);
+
+	e->closed = true;
+	free(e->direct); /* closed in the middle of a direct receive */
+	e->direct = NULL;
 }
 
 static const struct net_conn_ops end_ops = { .on_rx = end_rx, .on_closed = end_closed };
