@@ -70,7 +70,7 @@ px ab "capture off" >/dev/null || fail "proxy capture off"
 px aw "capture off" >/dev/null || fail "proxy capture off (aw)"
 sz=$(stat -c %s "$T/cap-ab")
 [ "$sz" -gt $((18 << 20)) ] || fail "the capture a -> b holds $sz bytes, less than was written"
-[ -s "$T/cap-ba" ] && [ -s "$T/cap-aw" ] || fail "a capture is empty"
+{ [ -s "$T/cap-ba" ] && [ -s "$T/cap-aw" ]; } || fail "a capture is empty"
 for f in cap-ab cap-ba cap-aw; do
 	# the data pattern, the replication and witness HELLO magics
 	for s in TANDEM-PLAINTEXT-CANARY TANDREP1 TANDWIT1; do
