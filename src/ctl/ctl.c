@@ -189,10 +189,12 @@ size_t ctl_status_json(const struct ctl_info *info, const char *only, char *out,
 			    "\"resync_same_bytes\":%llu,\"verify\":{\"state\":\"%s\","
 			    "\"percent\":%.1f,\"mismatch_ranges\":%llu,\"mismatch_bytes\":%llu},"
 			    "\"link\":{\"wire_bytes\":%llu,\"data_bytes\":%llu,\"zero_bytes\":%llu,"
-			    "\"send_bytes_per_sec\":%llu,\"rtt_ms\":%.3f}}",
+			    "\"send_bytes_per_sec\":%llu,\"rtt_ms\":%.3f,\"tls\":\"%s\"}}",
 			    b, repl_conn_name(st.conn), repl_rep_name(st.rep),
-			    st.peer_disk < 0 ? "unknown" : vol_disk_name((enum vol_disk)st.peer_disk),
-			    st.peer_role < 0 ? "unknown" : vol_role_name((enum vol_role)st.peer_role),
+			    st.peer_disk < 0 ? "unknown"
+					     : vol_disk_name((enum vol_disk)st.peer_disk),
+			    st.peer_role < 0 ? "unknown"
+					     : vol_role_name((enum vol_role)st.peer_role),
 			    (unsigned long long)st.out_of_sync_bytes, pct(st.sync_percent),
 			    (unsigned long long)st.resync_bytes_per_sec,
 			    st.split_brain ? "true" : "false", e,
@@ -207,7 +209,8 @@ size_t ctl_status_json(const struct ctl_info *info, const char *only, char *out,
 			    (unsigned long long)st.link_wire_bytes,
 			    (unsigned long long)st.link_data_bytes,
 			    (unsigned long long)st.link_zero_bytes,
-			    (unsigned long long)st.link_send_bytes_per_sec, st.link_rtt_ms);
+			    (unsigned long long)st.link_send_bytes_per_sec, st.link_rtt_ms,
+			    st.link_tls);
 		}
 		PUT("]}");
 		first = false;

@@ -545,6 +545,11 @@ const char *net_conn_error(const struct net_conn *c)
 	return c->tls && c->tls->st == TLS_FAILED ? c->tls->err : NULL;
 }
 
+const char *net_conn_tls_desc(const struct net_conn *c)
+{
+	return c->tls && c->tls->st == TLS_OPEN ? c->tls->desc : "";
+}
+
 bool net_rx_looks_tls(const struct net_conn *c)
 {
 	/* a handshake record (22) of TLS 1.x (legacy version 3.x) */

@@ -135,6 +135,9 @@ int net_conn_init_tls(struct net_conn *c, struct ev_loop *ev, int fd, size_t rxb
 /* Why the connection ended when the TLS layer ended it (a bad record, an
  * alert, a peer without TLS), else NULL. Valid until net_conn_destroy. */
 const char *net_conn_error(const struct net_conn *c);
+/* "TLSv1.3 TLS_AES_128_GCM_SHA256" once the TLS handshake is done; "" for
+ * plaintext or before. For status. */
+const char *net_conn_tls_desc(const struct net_conn *c);
 /* A plaintext connection whose buffered input starts with a TLS record
  * header: the peer speaks TLS. For the owner's "bad header" message. */
 bool net_rx_looks_tls(const struct net_conn *c);

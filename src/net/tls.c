@@ -620,6 +620,8 @@ static int pump_once(struct net_conn *c)
 			char host[NET_HOST_MAX];
 			tls_set_state(t, TLS_OPEN);
 			t->err[0] = 0;
+			snprintf(t->desc, sizeof(t->desc), "%s %s", SSL_get_version(ssl),
+				 SSL_get_cipher_name(ssl));
 			net_peer_host(c->fd, host);
 			log_info("TLS with %s: %s, %s, %s", host[0] ? host : "?",
 				 SSL_get_version(ssl), SSL_get_cipher_name(ssl),

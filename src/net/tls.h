@@ -113,6 +113,7 @@ struct net_tls {
 	 * sets it: its protocol's error message) */
 	uint8_t refuse[256];
 	size_t refuse_len;
+	char desc[64]; /* version and cipher, once OPEN */
 	char err[200];
 };
 

@@ -141,6 +141,7 @@ struct repl_status {
 	uint64_t link_zero_bytes;  /* data sent as zero extents instead */
 	uint64_t link_send_bytes_per_sec;
 	double link_rtt_ms; /* the last keepalive's round trip; 0 none yet */
+	char link_tls[64];  /* "TLSv1.3 CIPHER" on a TLS connection, else "" */
 };
 
 /* Opens the change bitmap and prepares the volume's replication with the

@@ -409,6 +409,8 @@ void repl_get_status(const struct repl *r, struct repl_status *st)
 	st->link_zero_bytes = r->lk_zero_bytes;
 	st->link_send_bytes_per_sec = r->lk_rate_bps;
 	st->link_rtt_ms = (double)r->lk_rtt_ns / 1e6;
+	snprintf(st->link_tls, sizeof(st->link_tls), "%s",
+		 r->conn ? net_conn_tls_desc(&r->conn->peer.net) : "");
 }
 
 /* ---- planned switchover ----

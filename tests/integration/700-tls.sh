@@ -45,6 +45,10 @@ done
 [ "$(this_run a | grep -c 'TLS with .*TLSv1.3')" -ge 2 ] || fail "a: not both links over TLS"
 [ "$(this_run w | grep -c 'TLS with .*TLSv1.3')" -ge 2 ] || fail "w: not both sessions over TLS"
 this_run a | grep -q 'replication on .*(TLS 1.3, cluster key)' || fail "a: replication not over TLS"
+for n in a b; do
+	[ "$(jfield $n "p['link']['tls']")" = "TLSv1.3 TLS_AES_128_GCM_SHA256" ] ||
+		fail "$n: status does not show the link in TLS 1.3"
+done
 # tandemctl witness-status speaks TLS to the witness too
 [ "$(wrec "s['a'] and s['b'] and r['primary'] == 'a'")" = True ] ||
 	fail "witness-status over TLS: $(witness_status 2>&1)"

@@ -463,6 +463,12 @@ const char *net_conn_error(const struct net_conn *c)
 	return NULL;
 }
 
+const char *net_conn_tls_desc(const struct net_conn *c)
+{
+	(void)c;
+	return "";
+}
+
 bool net_rx_looks_tls(const struct net_conn *c)
 {
 	return net_rx_avail(c) >= 3 && net_rx_peek(c)[0] == 22 && net_rx_peek(c)[1] == 3;
