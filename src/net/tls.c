@@ -562,8 +562,8 @@ static void fail_ssl(struct net_conn *c, int ret, const char *what)
 			 ident);
 	else if (!t->x->certs)
 		tls_fail(c,
-			 "TLS handshake failed: %s (the same cluster name and secret, and "
-			 "tls = on, on both ends?)",
+			 "TLS handshake failed (%s): authentication with the cluster key "
+			 "failed: the same secret and cluster name, and tls = on, on both ends?",
 			 reason);
 	else
 		tls_fail(c, "TLS handshake failed: %s", reason);
