@@ -45,7 +45,7 @@
 /* Ciphertext is written into chunks of this size that are queued as net_tx
  * items; a record may span two chunks (the sendmsg gathers them). */
 #define NET_TLS_CHUNK (64u * 1024u)
-#define NET_TLS_SEAL_AHEAD (512u * 1024u) /* T2 */
+#define NET_TLS_SEAL_AHEAD (128u * 1024u) /* T2 */
 /* Pieces of owner output shorter than this are gathered into one record
  * (headers, small messages); longer ones are sealed straight from the
  * owner's buffer into records of up to 16 KiB. */
