@@ -23,6 +23,10 @@
 #   TANDEM_SOLO=1 bench/repl.sh            the "tandem" volume lives on node a only
 #                                          (tests this script without replication;
 #                                          its numbers are then NOT replication)
+#   TLS=1 TANDEM_ONLY=1 LINKS=0 bench/repl.sh
+#                                          the Tandem pair with tls = on: the
+#                                          replication link in TLS 1.3 (cluster
+#                                          key); compare with a run without TLS=1
 # Other knobs: RUNTIME (s per job, default 15), RAMP (s, default 3), SIZE_MB
 # (volume size, default 1024), PREFILL=0 (skip writing each volume once before
 # measuring), LINKCHECK=0 (skip the TCP goodput check of each link),
@@ -63,6 +67,7 @@ TANDEM_ONLY=${TANDEM_ONLY:-0}
 ANCHOR_ONLY=${ANCHOR_ONLY:-0}
 TANDEM_SOLO=${TANDEM_SOLO:-0}
 ANCHOR_NODELAY=${ANCHOR_NODELAY:-1}
+TLS=${TLS:-0}
 
 [ "$TANDEM_ONLY" = 1 ] && [ "$ANCHOR_ONLY" = 1 ] && die "TANDEM_ONLY and ANCHOR_ONLY exclude each other"
 DO_TANDEM=1 DO_ANCHOR=1
@@ -196,6 +201,7 @@ start_tandem() {
 [cluster]
 name = bench
 secret = bench-$$-$RANDOM
+tls = $([ "$TLS" = 1 ] && echo on || echo off)
 
 [node a]
 replication = $IPA:7789
@@ -236,6 +242,11 @@ try:
 except Exception:
     sys.exit(1)
 sys.exit(0 if p.get("connection") == "connected" and p.get("replication") == "established" else 1)' "$st"; then
+			if [ "$TLS" = 1 ]; then
+				grep -q 'TLS with .*TLSv1.3' "$W/tandem-a.log" ||
+					die "TLS=1 but the replication link is not in TLS 1.3"
+				echo "note tandem: tls = on: the replication link in TLS 1.3 ($(grep -o 'TLSv1.3, [A-Z0-9_]*' "$W/tandem-a.log" | head -n 1))" >> "$RES"
+			fi
 			return 0
 		fi
 		sleep 0.2

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -16,6 +17,7 @@
 #include "../include/proto/ctl.h"
 #include "../src/common/util.h"
 #include "../src/config/config.h"
+#include "../src/net/tls.h"
 #include "../src/wit/wit_codec.h"
 
 static void usage(FILE *f)
@@ -37,21 +39,45 @@ static void usage(FILE *f)
 		   "holds\n");
 }
 
+/* The witness link: the socket, in TLS when the cluster has tls = on. */
+struct wlink {
+	int fd;
+	struct net_tls_sync *tls;
+};
+
+static ssize_t wl_read(struct wlink *l, void *buf, size_t len)
+{
+	if (l->tls) {
+		long k = net_tls_sync_read(l->tls, buf, len);
+		if (k < 0)
+			errno = (int)-k;
+		return k < 0 ? -1 : k;
+	}
+	return read(l->fd, buf, len);
+}
+
+static bool wl_write(struct wlink *l, const void *buf, size_t len)
+{
+	if (l->tls)
+		return net_tls_sync_write(l->tls, buf, len) == (long)len;
+	return write(l->fd, buf, len) == (ssize_t)len;
+}
+
 /* Reads one whole witness message (header and body, body <= cap). */
-static int wit_read(int fd, struct wit_msg *m, uint8_t *body, size_t cap)
+static int wit_read(struct wlink *l, struct wit_msg *m, uint8_t *body, size_t cap)
 {
 	uint8_t h[sizeof(struct wit_hdr)];
 	size_t got = 0;
-	struct pollfd p = { .fd = fd, .events = POLLIN };
+	struct pollfd p = { .fd = l->fd, .events = POLLIN };
 
 	for (size_t want = sizeof(h), phase = 0; phase < 2; phase++) {
 		uint8_t *dst = phase ? body : h;
 		got = 0;
 		while (got < want) {
 			ssize_t k;
-			if (poll(&p, 1, 5000) != 1)
+			if (!(l->tls && net_tls_sync_pending(l->tls)) && poll(&p, 1, 5000) != 1)
 				return -ETIMEDOUT;
-			k = read(fd, dst + got, want - got);
+			k = wl_read(l, dst + got, want - got);
 			if (k <= 0)
 				return k ? -errno : -ECONNRESET;
 			got += (size_t)k;
@@ -79,6 +105,8 @@ static int witness_status(const char *cfgpath)
 	static uint8_t body[WIT_MAX_STATUS];
 	char text[4 * WIT_MAX_ERROR + 1];
 	struct wit_msg m;
+	struct net_tls_ctx *tls = NULL;
+	struct wlink wl = { .fd = -1 };
 	int fd = -1, rc = 1, k;
 	FILE *ur;
 
@@ -106,8 +134,30 @@ static int witness_status(const char *cfgpath)
 			strerror(errno));
 		goto out;
 	}
+	wl.fd = fd;
+	if (cfg->tls) {
+		/* the witness speaks TLS to every client of a tls = on cluster */
+		struct net_tls_opts o = { .cert = cfg->tls_cert,
+					  .key = cfg->tls_key,
+					  .ca = cfg->tls_ca };
+		struct timeval tv = { .tv_sec = 5 };
+		int r;
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		r = net_tls_ctx_new(&o, &tls, err, sizeof(err));
+		if (!r && !cfg->tls_cert[0]) {
+			r = net_tls_ctx_add_cluster(tls, cfg->cluster, cfg->secret);
+			if (r)
+				snprintf(err, sizeof(err), "TLS key: %s", strerror(-r));
+		}
+		if (!r)
+			r = net_tls_sync_connect(tls, fd, &wl.tls, err, sizeof(err));
+		if (r) {
+			fprintf(stderr, "tandemctl: witness at %s: %s\n", cfg->witness, err);
+			goto out;
+		}
+	}
 	k = (int)wit_enc_hello(buf, cfg->cluster, "tandemctl", nonce, WIT_HELLO_F_ADMIN, 0);
-	if (write(fd, buf, (size_t)k) != k || wit_read(fd, &m, body, sizeof(body)) ||
+	if (!wl_write(&wl, buf, (size_t)k) || wit_read(&wl, &m, body, sizeof(body)) ||
 	    m.type != WIT_HELLO)
 		goto proto;
 	wit_mac(cfg->secret, 'N', nonce, m.u.hello.nonce, cfg->cluster, "tandemctl", mac);
@@ -115,7 +165,7 @@ static int witness_status(const char *cfgpath)
 		uint8_t wnonce[WIT_NONCE_LEN];
 		memcpy(wnonce, m.u.hello.nonce, WIT_NONCE_LEN);
 		k = (int)wit_enc_auth(buf, mac);
-		if (write(fd, buf, (size_t)k) != k || wit_read(fd, &m, body, sizeof(body)))
+		if (!wl_write(&wl, buf, (size_t)k) || wit_read(&wl, &m, body, sizeof(body)))
 			goto proto;
 		if (m.type == WIT_AUTH) {
 			wit_mac(cfg->secret, 'W', nonce, wnonce, cfg->cluster, "tandemctl", mac);
@@ -131,7 +181,7 @@ static int witness_status(const char *cfgpath)
 	if (m.type == WIT_ERROR)
 		goto proto;
 	k = (int)wit_enc_empty(buf, WIT_STATUS_REQ);
-	if (write(fd, buf, (size_t)k) != k || wit_read(fd, &m, body, sizeof(body)) ||
+	if (!wl_write(&wl, buf, (size_t)k) || wit_read(&wl, &m, body, sizeof(body)) ||
 	    m.type != WIT_STATUS)
 		goto proto;
 	fwrite(m.var, 1, m.var_len, stdout);
@@ -146,6 +196,8 @@ proto:
 		fprintf(stderr, "tandemctl: the witness at %s answered out of step\n",
 			cfg->witness);
 out:
+	net_tls_sync_free(wl.tls);
+	net_tls_ctx_free(tls);
 	if (fd >= 0)
 		close(fd);
 	cfg_free(cfg);

@@ -42,6 +42,7 @@ struct parse {
 	int line;
 	int cluster_line;
 	int per_addr_line; /* of max-connections-per-address, checked at the end */
+	int tls_line, tls_cert_line; /* of tls and tls-cert (or tls-key, tls-ca) */
 	char *err;
 	size_t errlen;
 	int failed;
@@ -251,6 +252,10 @@ static const char *const cluster_keys[] = { "name",
 					    "resync-link-rate",
 					    "witness-dir",
 					    "compression",
+					    "tls",
+					    "tls-cert",
+					    "tls-key",
+					    "tls-ca",
 					    NULL };
 static const char *const node_keys[] = {
 	"replication",           "iscsi",   "nbd", "control", "data-dir", "metrics", "busy-poll",
@@ -478,6 +483,27 @@ static int handle_cluster(struct parse *p, const char *key, const char *val)
 	}
 	if (strcmp(key, "compression") == 0)
 		return set_compression(p, key, val, &c->compression);
+	if (strcmp(key, "tls") == 0) {
+		if (strcmp(val, "on") && strcmp(val, "off")) {
+			fail(p, p->line, key, "'%s' is not on or off", val);
+			return -1;
+		}
+		c->tls = !strcmp(val, "on");
+		p->tls_line = p->line;
+		return 0;
+	}
+	if (!strcmp(key, "tls-cert") || !strcmp(key, "tls-key") || !strcmp(key, "tls-ca")) {
+		char *dst = key[4] == 'c' && key[5] == 'e' ? c->tls_cert
+			    : key[4] == 'k'                ? c->tls_key
+							   : c->tls_ca;
+		if (val[0] != '/') {
+			fail(p, p->line, key, "'%s' is not an absolute path", val);
+			return -1;
+		}
+		if (!p->tls_cert_line)
+			p->tls_cert_line = p->line;
+		return set_str(p, key, val, dst, CFG_PATH_MAX);
+	}
 	if (strcmp(key, "witness-dir") == 0) {
 		if (val[0] != '/') {
 			fail(p, p->line, key, "'%s' is not an absolute path", val);
@@ -827,6 +853,28 @@ static int resolve(struct parse *p)
 	if (c->nnodes > 1 && !*c->secret) {
 		fail(p, p->cluster_line, NULL,
 		     "[cluster] needs a 'secret' when there is more than one node");
+		return -1;
+	}
+	if (p->tls_cert_line) {
+		snprintf(p->section, sizeof(p->section), "cluster");
+		if (!c->tls) {
+			fail(p, p->tls_cert_line, NULL,
+			     "tls-cert, tls-key and tls-ca need tls = on in [cluster]");
+			return -1;
+		}
+		if (!*c->tls_cert || !*c->tls_key || !*c->tls_ca) {
+			fail(p, p->tls_cert_line,
+			     !*c->tls_cert  ? "tls-cert"
+			     : !*c->tls_key ? "tls-key"
+					    : "tls-ca",
+			     "missing: tls-cert, tls-key and tls-ca go together");
+			return -1;
+		}
+	}
+	if (c->tls && !*c->tls_cert && !*c->secret) {
+		snprintf(p->section, sizeof(p->section), "cluster");
+		fail(p, p->tls_line, "tls",
+		     "tls = on without tls-cert needs a 'secret' (the TLS key is derived from it)");
 		return -1;
 	}
 	for (unsigned i = 0; i < p->nrefs; i++) {

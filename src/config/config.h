@@ -108,6 +108,10 @@ struct cfg {
 	uint64_t resync_link_rate; /* bytes/s for the resyncs of all volumes to one peer; 0 none */
 	char witness_dir[CFG_PATH_MAX]; /* tandem-witness: its state files */
 	enum cfg_compress compression;  /* every volume's default */
+	/* TLS 1.3 on the replication and witness links: a key derived from the
+	 * secret, or certificates when tls_cert is set (then all three are) */
+	bool tls;
+	char tls_cert[CFG_PATH_MAX], tls_key[CFG_PATH_MAX], tls_ca[CFG_PATH_MAX];
 	struct cfg_auth auth;     /* iSCSI: discovery, and the volumes' default */
 	unsigned nnodes, nvolumes;
 	struct cfg_node nodes[CFG_MAX_NODES];

@@ -18,6 +18,7 @@
 #include "../ev/ev.h"
 #include "../nbd/nbd_server.h"
 #include "../iscsi/iscsi_server.h"
+#include "../net/tls.h"
 #include "../repl/repl.h"
 #include "../vol/vol.h"
 #include "../wit/wit_client.h"
@@ -33,6 +34,7 @@ struct node {
 	struct ctl_server *ctl;
 	struct repl_server *repl;
 	struct wit_client *wit;
+	struct net_tls_ctx *tls; /* tls = on: the replication and witness links */
 	int sigfd;
 	struct signalfd_siginfo si;
 	struct ev_op sig_op;
@@ -74,6 +76,20 @@ static int start(struct node *n, char *err, size_t errlen)
 	unsigned nrepl = 0;
 	int r;
 
+	if (n->cfg->tls) {
+		struct net_tls_opts o = { .cert = n->cfg->tls_cert,
+					  .key = n->cfg->tls_key,
+					  .ca = n->cfg->tls_ca };
+		char why[256];
+		r = net_tls_ctx_new(&o, &n->tls, why, sizeof(why));
+		if (!r && !o.cert[0])
+			r = net_tls_ctx_add_cluster(n->tls, n->cfg->cluster, n->cfg->secret);
+		if (r) {
+			snprintf(err, errlen, "%s: [cluster] %s", n->cfg->path,
+				 n->tls ? strerror(-r) : why);
+			return r;
+		}
+	}
 	for (unsigned i = 0; i < n->cfg->nvolumes; i++) {
 		const struct cfg_volume *cv = &n->cfg->volumes[i];
 		if (!cfg_volume_has_node(cv, n->self))
@@ -86,6 +102,7 @@ static int start(struct node *n, char *err, size_t errlen)
 			r = repl_new(n->ev, n->cfg, i, n->self, n->vols[n->nvols - 1], err, errlen);
 			if (r)
 				return r;
+			repl_use_tls(n->vols[n->nvols - 1]->repl, n->tls);
 			nrepl++;
 		}
 	}
@@ -96,7 +113,11 @@ static int start(struct node *n, char *err, size_t errlen)
 				 n->cfg->path, me->name, me->replication, strerror(-r));
 			return r;
 		}
-		log_info("replication on %s", me->replication);
+		repl_server_use_tls(n->repl, n->tls);
+		log_info("replication on %s%s", me->replication,
+			 !n->tls                          ? ""
+			 : net_tls_ctx_uses_certs(n->tls) ? " (TLS 1.3, certificates)"
+							  : " (TLS 1.3, cluster key)");
 		if (n->cfg->witness[0]) {
 			r = wit_client_new(n->ev, n->cfg, n->self, &n->wit);
 			if (r) {
@@ -104,6 +125,7 @@ static int start(struct node *n, char *err, size_t errlen)
 					 n->cfg->witness);
 				return r;
 			}
+			wit_client_use_tls(n->wit, n->tls);
 			for (unsigned i = 0; i < n->nvols; i++)
 				if (n->vols[i]->repl) {
 					r = repl_use_witness(n->vols[i]->repl, n->wit);
@@ -158,6 +180,7 @@ static int start(struct node *n, char *err, size_t errlen)
 static void stop(struct node *n)
 {
 	uint64_t deadline = now_ns() + 10ull * 1000000000ull;
+	bool tls_unused;
 
 	if (n->nbd)
 		nbd_server_shutdown(n->nbd);
@@ -208,6 +231,8 @@ static void stop(struct node *n)
 		repl_free(n->vols[i]->repl);
 		vol_close(n->vols[i]);
 	}
+	/* (the connections' SSL objects use it until they are freed) */
+	tls_unused = (!n->repl || repl_server_conns(n->repl) == 0) && wit_client_idle(n->wit);
 	if (n->repl && repl_server_conns(n->repl) == 0)
 		repl_server_free(n->repl);
 	if (n->nbd && nbd_server_conns(n->nbd) == 0)
@@ -218,6 +243,8 @@ static void stop(struct node *n)
 		ctl_server_free(n->ctl);
 	if (wit_client_idle(n->wit))
 		wit_client_free(n->wit);
+	if (tls_unused)
+		net_tls_ctx_free(n->tls);
 }
 
 /* Without -f: fork, and let the parent exit only once the child is serving (0)

@@ -1,7 +1,10 @@
 /* Sockets on the event loop. Each connection has at most one recv and one
  * sendmsg in flight; output queued during a pass is gathered into one sendmsg
  * when the pass ends (the ev_deferred flush). A connection dies by shutdown():
- * that completes the pending recv, after which on_closed runs exactly once. */
+ * that completes the pending recv, after which on_closed runs exactly once.
+ * With TLS (tls.c) the recv fills the ciphertext buffer and the sendmsg
+ * gathers ciphertext chunks; the plaintext queues and the owner's view are
+ * the same, and a plaintext connection takes none of those paths. */
 #include "net.h"
 
 #include <arpa/inet.h>
@@ -19,6 +22,8 @@
 
 #include "../common/log.h"
 #include "../common/util.h"
+#include "net_int.h"
+#include "tls.h"
 
 static void listener_arm(struct net_listener *l);
 
@@ -230,7 +235,7 @@ void net_listener_close(struct net_listener *l)
 /* ---- connections ---- */
 
 /* Background output joins the queue once the foreground output is out. */
-static void promote_bulk(struct net_conn *c)
+void net_promote_bulk(struct net_conn *c)
 {
 	if (!c->bulk_head)
 		return;
@@ -240,16 +245,27 @@ static void promote_bulk(struct net_conn *c)
 	c->bulk_tail = &c->bulk_head;
 }
 
+/* Output still to send. With TLS outside its OPEN state only ciphertext can
+ * go out (handshake records, a refusal): plaintext waits or is dropped. */
+static bool tx_pending(const struct net_conn *c)
+{
+	if (c->tls && c->tls->st != TLS_OPEN)
+		return c->tls->ctq_head != NULL;
+	return c->txq_head || c->bulk_head || (c->tls && c->tls->ctq_head);
+}
+
 static void conn_maybe_closed(struct net_conn *c)
 {
 	/* Closed once nothing is in flight and queued output is sent or unsendable. */
 	if (c->closing && !c->rx_armed && !c->tx_armed && !c->closed &&
-	    ((!c->txq_head && !c->bulk_head) || c->eof)) {
+	    (!tx_pending(c) || c->eof)) {
 		struct net_tx *tx;
 		c->closed = true;
 		ev_timer_cancel(c->ev, &c->close_timer);
 		/* Output that can no longer be sent is released with an error. */
-		promote_bulk(c);
+		if (c->tls)
+			tls_drop_output(c);
+		net_promote_bulk(c);
 		while ((tx = c->txq_head)) {
 			c->txq_head = tx->next;
 			tx->done(tx, -ECONNRESET);
@@ -263,7 +279,7 @@ static void rx_arm(struct net_conn *c);
 
 /* Hands everything buffered to the owner, which may pause, switch to a
  * direct receive, or close; stops when it consumes nothing (needs more). */
-static void rx_parse(struct net_conn *c)
+void net_rx_parse(struct net_conn *c)
 {
 	while (!c->closing && !c->direct_cb && !c->rx_paused && net_rx_avail(c) > 0) {
 		size_t before = net_rx_avail(c);
@@ -271,6 +287,24 @@ static void rx_parse(struct net_conn *c)
 		if (net_rx_avail(c) == before)
 			break;
 	}
+}
+
+void net_rx_ended(struct net_conn *c, int res)
+{
+	/* A FIN only ends the input: replies to what was received still go
+	 * out. An error means the peer is gone. */
+	if (res < 0)
+		c->eof = true;
+	c->rx_eof = true;
+	if (c->direct_cb) {
+		void (*cb)(struct net_conn *, int) = c->direct_cb;
+		c->direct_cb = NULL;
+		cb(c, -ECONNRESET);
+	}
+	if (c->ops->on_eof && !c->eof && !c->closing)
+		c->ops->on_eof(c);
+	else
+		net_close(c);
 }
 
 static void rx_cb(struct ev_op *op, int res, uint32_t flags)
@@ -286,23 +320,15 @@ static void rx_cb(struct ev_op *op, int res, uint32_t flags)
 	if (res <= 0) {
 		if (res < 0 && res != -ECONNRESET)
 			log_debug("recv: %s", strerror(-res));
-		/* A FIN only ends the input: replies to what was received still go
-		 * out. An error means the peer is gone. */
-		if (res < 0)
-			c->eof = true;
-		c->rx_eof = true;
-		if (c->direct_cb) {
-			void (*cb)(struct net_conn *, int) = c->direct_cb;
-			c->direct_cb = NULL;
-			cb(c, -ECONNRESET);
-		}
-		if (c->ops->on_eof && !c->eof && !c->closing)
-			c->ops->on_eof(c);
-		else
-			net_close(c);
+		if (!c->tls || !tls_rx_end(c, res))
+			net_rx_ended(c, res);
 		return;
 	}
 	c->bytes_in += (uint64_t)res;
+	if (c->tls) {
+		tls_rx(c, res);
+		return;
+	}
 	if (c->direct_cb) {
 		c->direct_done += (size_t)res;
 		if (c->direct_done == c->direct_len) {
@@ -313,7 +339,7 @@ static void rx_cb(struct ev_op *op, int res, uint32_t flags)
 	} else {
 		c->rx_end += (size_t)res;
 	}
-	rx_parse(c);
+	net_rx_parse(c);
 	rx_arm(c);
 }
 
@@ -321,6 +347,10 @@ static void rx_arm(struct net_conn *c)
 {
 	struct io_uring_sqe *sqe;
 
+	if (c->tls) {
+		tls_pump(c);
+		return;
+	}
 	if (c->rx_armed || c->closing || c->eof || c->rx_eof)
 		return;
 	if (c->direct_cb) {
@@ -353,9 +383,14 @@ static void tx_flush(struct ev_deferred *d);
  * partially sent one. */
 static void tx_advance(struct net_conn *c, size_t left)
 {
+	/* the queue on the wire: the owner's, or with TLS the ciphertext */
+	struct net_tx **head = c->tls ? &c->tls->ctq_head : &c->txq_head;
+	struct net_tx ***tail = c->tls ? &c->tls->ctq_tail : &c->txq_tail;
+	size_t sent = left;
+
 	c->bytes_out += left;
-	while (c->txq_head) {
-		struct net_tx *tx = c->txq_head;
+	while (*head) {
+		struct net_tx *tx = *head;
 		bool whole = true;
 		for (int i = 0; i < tx->iovcnt; i++) {
 			size_t n = MIN(left, tx->iov[i].iov_len);
@@ -367,21 +402,23 @@ static void tx_advance(struct net_conn *c, size_t left)
 		}
 		if (!whole)
 			break;
-		c->txq_head = tx->next;
-		if (!c->txq_head)
-			c->txq_tail = &c->txq_head;
+		*head = tx->next;
+		if (!*head)
+			*tail = head;
 		tx->done(tx, 0);
 	}
+	if (c->tls)
+		tls_sent(c, sent);
 }
 
 static void tx_after(struct net_conn *c)
 {
-	if (c->closing && !c->txq_head && !c->bulk_head) {
+	if (c->closing && !tx_pending(c)) {
 		shutdown(c->fd, SHUT_RDWR);
 		conn_maybe_closed(c);
 		return;
 	}
-	if (c->txq_head || c->bulk_head)
+	if (tx_pending(c))
 		ev_defer(c->ev, &c->flush);
 }
 
@@ -403,7 +440,8 @@ static unsigned tx_gather(struct net_conn *c)
 {
 	unsigned n = 0;
 
-	for (struct net_tx *tx = c->txq_head; tx && n + NET_TX_IOV <= c->tx_iov_cap; tx = tx->next)
+	for (struct net_tx *tx = c->tls ? c->tls->ctq_head : c->txq_head;
+	     tx && n + NET_TX_IOV <= c->tx_iov_cap; tx = tx->next)
 		for (int i = 0; i < tx->iovcnt; i++)
 			if (tx->iov[i].iov_len)
 				c->tx_iov[n++] = tx->iov[i];
@@ -419,12 +457,18 @@ static unsigned tx_gather(struct net_conn *c)
 static void tx_flush(struct ev_deferred *d)
 {
 	struct net_conn *c = container_of(d, struct net_conn, flush);
+	struct net_tx **head = c->tls ? &c->tls->ctq_head : &c->txq_head;
 	struct io_uring_sqe *sqe;
 	ssize_t k;
 
-	if (!c->txq_head)
-		promote_bulk(c);
-	if (c->tx_armed || !c->txq_head || c->closed)
+	if (c->closed)
+		return;
+	if (c->tls) {
+		tls_seal(c);                  /* T2: a bounded part of the owner's output */
+		ev_undefer(c->ev, &c->flush); /* (its records asked for this flush) */
+	} else if (!c->txq_head)
+		net_promote_bulk(c);
+	if (c->tx_armed || !*head || c->closed)
 		return;
 	tx_gather(c);
 	k = sendmsg(c->fd, &c->tx_msg, MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -434,7 +478,7 @@ static void tx_flush(struct ev_deferred *d)
 	}
 	if (k > 0) {
 		tx_advance(c, (size_t)k);
-		if (!c->txq_head || c->closed) {
+		if (!*head || c->closed) {
 			tx_after(c);
 			return;
 		}
@@ -454,6 +498,12 @@ static void close_timeout(struct ev_timer *t)
 
 int net_conn_init(struct net_conn *c, struct ev_loop *ev, int fd, size_t rxbuf,
 		  const struct net_conn_ops *ops)
+{
+	return net_conn_init_tls(c, ev, fd, rxbuf, ops, NULL, false);
+}
+
+int net_conn_init_tls(struct net_conn *c, struct ev_loop *ev, int fd, size_t rxbuf,
+		      const struct net_conn_ops *ops, struct net_tls_ctx *tls, bool client)
 {
 	int one = 1;
 
@@ -478,9 +528,40 @@ int net_conn_init(struct net_conn *c, struct ev_loop *ev, int fd, size_t rxbuf,
 		c->tx_iov = NULL;
 		return -ENOMEM;
 	}
+	if (tls && tls_conn_new(c, tls, client)) {
+		free(c->rxbuf);
+		free(c->tx_iov);
+		c->rxbuf = NULL;
+		c->tx_iov = NULL;
+		return -ENOMEM;
+	}
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	rx_arm(c);
 	return 0;
+}
+
+const char *net_conn_error(const struct net_conn *c)
+{
+	return c->tls && c->tls->st == TLS_FAILED ? c->tls->err : NULL;
+}
+
+const char *net_conn_tls_desc(const struct net_conn *c)
+{
+	return c->tls && c->tls->st == TLS_OPEN ? c->tls->desc : "";
+}
+
+bool net_rx_looks_tls(const struct net_conn *c)
+{
+	/* a handshake record (22) of TLS 1.x (legacy version 3.x) */
+	return !c->tls && net_rx_avail(c) >= 3 && net_rx_peek(c)[0] == 22 && net_rx_peek(c)[1] == 3;
+}
+
+void net_conn_tls_refusal(struct net_conn *c, const void *buf, size_t len)
+{
+	if (!c->tls)
+		return;
+	c->tls->refuse_len = MIN(len, sizeof(c->tls->refuse));
+	memcpy(c->tls->refuse, buf, c->tls->refuse_len);
 }
 
 void net_rx_consume(struct net_conn *c, size_t n)
@@ -516,10 +597,14 @@ void net_rx_resume(struct net_conn *c)
 	if (!c->rx_paused)
 		return;
 	c->rx_paused = false;
+	if (c->tls) {
+		tls_pump(c); /* records may wait inside OpenSSL, recv armed or not */
+		return;
+	}
 	if (c->closing || c->rx_armed || c->direct_cb)
 		return;
 	/* Bytes that arrived while paused are parsed first. */
-	rx_parse(c);
+	net_rx_parse(c);
 	rx_arm(c);
 }
 
@@ -570,9 +655,11 @@ void net_close(struct net_conn *c)
 		return;
 	c->closing = true;
 	/* Queued output (an error reply, say) still goes out unless the peer is
-	 * gone, within a grace period. */
-	promote_bulk(c);
-	if (!c->txq_head || c->eof) {
+	 * gone, within a grace period; with TLS, closed by a close_notify. */
+	net_promote_bulk(c);
+	if (c->tls && !c->eof)
+		tls_closing(c);
+	if (!tx_pending(c) || c->eof) {
 		shutdown(c->fd, SHUT_RDWR);
 	} else {
 		shutdown(c->fd, SHUT_RD);
@@ -604,6 +691,8 @@ void net_conn_destroy(struct net_conn *c)
 	free(c->tx_iov);
 	c->rxbuf = NULL;
 	c->tx_iov = NULL;
+	if (c->tls)
+		tls_conn_free(c);
 }
 
 /* ---- dialing ---- */

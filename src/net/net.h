@@ -61,6 +61,7 @@ struct net_tx {
 	struct iovec iov[NET_TX_IOV];
 	int iovcnt;
 	void (*done)(struct net_tx *tx, int err);
+	uint64_t wire_end; /* net's own (TLS): where its ciphertext ends */
 };
 
 /* An outgoing TCP connection on the loop. done runs once, from a completion,
@@ -84,6 +85,8 @@ void net_dial_cancel(struct net_dial *d);
 void net_dial_close(struct net_dial *d);
 
 struct net_conn;
+struct net_tls;
+struct net_tls_ctx;
 struct net_conn_ops {
 	/* New bytes in the receive buffer: consume them with net_rx_peek/consume,
 	 * or hand a destination with net_rx_direct. */
@@ -118,11 +121,30 @@ struct net_conn {
 	unsigned tx_iov_cap;
 	/* eof: the peer is gone, output cannot be sent; rx_eof: only its FIN */
 	bool rx_armed, tx_armed, rx_paused, closing, closed, eof, rx_eof;
-	uint64_t bytes_in, bytes_out;
+	uint64_t bytes_in, bytes_out; /* on the wire: ciphertext with TLS */
+	struct net_tls *tls;          /* NULL: plaintext (tls.h) */
 };
 
 int net_conn_init(struct net_conn *c, struct ev_loop *ev, int fd, size_t rxbuf,
 		  const struct net_conn_ops *ops);
+/* The same with TLS 1.3 over the socket when tls is not NULL (tls.h): the
+ * dialer is the client. The owner sees plaintext only, after the TLS
+ * handshake; output queued before it waits. */
+int net_conn_init_tls(struct net_conn *c, struct ev_loop *ev, int fd, size_t rxbuf,
+		      const struct net_conn_ops *ops, struct net_tls_ctx *tls, bool client);
+/* Why the connection ended when the TLS layer ended it (a bad record, an
+ * alert, a peer without TLS), else NULL. Valid until net_conn_destroy. */
+const char *net_conn_error(const struct net_conn *c);
+/* "TLSv1.3 TLS_AES_128_GCM_SHA256" once the TLS handshake is done; "" for
+ * plaintext or before. For status. */
+const char *net_conn_tls_desc(const struct net_conn *c);
+/* A plaintext connection whose buffered input starts with a TLS record
+ * header: the peer speaks TLS. For the owner's "bad header" message. */
+bool net_rx_looks_tls(const struct net_conn *c);
+/* A TLS acceptor: what it sends (as it is, unencrypted) to a peer that
+ * turns out to speak plaintext, before it closes: the owner's protocol
+ * error saying so. Copied; at most 256 bytes. */
+void net_conn_tls_refusal(struct net_conn *c, const void *buf, size_t len);
 /* Bytes buffered and not yet consumed. */
 static inline size_t net_rx_avail(const struct net_conn *c)
 {

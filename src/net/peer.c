@@ -118,6 +118,13 @@ int net_peer_open(struct net_peer *p, struct ev_loop *ev, struct net_srv *srv, i
 		  const char *host, size_t rxbuf, const struct net_conn_ops *cops,
 		  const struct net_peer_ops *pops)
 {
+	return net_peer_open_tls(p, ev, srv, fd, host, rxbuf, cops, pops, NULL, false);
+}
+
+int net_peer_open_tls(struct net_peer *p, struct ev_loop *ev, struct net_srv *srv, int fd,
+		      const char *host, size_t rxbuf, const struct net_conn_ops *cops,
+		      const struct net_peer_ops *pops, struct net_tls_ctx *tls, bool client)
+{
 	int r;
 
 	p->ops = pops;
@@ -128,7 +135,7 @@ int net_peer_open(struct net_peer *p, struct ev_loop *ev, struct net_srv *srv, i
 	p->hs_timer.fn = hs_expired;
 	list_init(&p->link);
 	snprintf(p->host, sizeof(p->host), "%s", host ? host : "");
-	r = net_conn_init(&p->net, ev, fd, rxbuf, cops);
+	r = net_conn_init_tls(&p->net, ev, fd, rxbuf, cops, tls, client);
 	if (r) {
 		close(fd);
 		return r;

@@ -90,8 +90,13 @@ void net_srv_abort(struct net_srv *s);
 int net_peer_open(struct net_peer *p, struct ev_loop *ev, struct net_srv *srv, int fd,
 		  const char *host, size_t rxbuf, const struct net_conn_ops *cops,
 		  const struct net_peer_ops *pops);
-/* The handshake is done: P3 no longer applies. */
+/* The handshake is done: P3 no longer applies (with TLS it covers the TLS
+ * handshake too). */
 void net_peer_hs_done(struct net_peer *p);
+/* net_peer_open with TLS (net_conn_init_tls); tls NULL: plaintext. */
+int net_peer_open_tls(struct net_peer *p, struct ev_loop *ev, struct net_srv *srv, int fd,
+		      const char *host, size_t rxbuf, const struct net_conn_ops *cops,
+		      const struct net_peer_ops *pops, struct net_tls_ctx *tls, bool client);
 /* Leaves the server's list and counts (a replication connection bound to
  * its volume); the connection lives on under its owner. */
 void net_peer_detach(struct net_peer *p);

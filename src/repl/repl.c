@@ -251,6 +251,11 @@ int repl_use_witness(struct repl *r, struct wit_client *wc)
 	return quorum_init(r, wc);
 }
 
+void repl_use_tls(struct repl *r, struct net_tls_ctx *tls)
+{
+	r->tls = tls;
+}
+
 void repl_shutdown(struct repl *r)
 {
 	r->shutting_down = true;

@@ -163,6 +163,7 @@ struct repl_status {
 	double link_compress_cpu_ms;
 	uint64_t link_decompressed_bytes; /* data received compressed */
 	double link_decompress_cpu_ms;
+	char link_tls[64];  /* "TLSv1.3 CIPHER" on a TLS connection, else "" */
 };
 
 /* Opens the change bitmap and prepares the volume's replication with the
@@ -174,6 +175,10 @@ void repl_start(struct repl *r);
  * session (docs/WITNESS.md); without it the volume has no quorum rule. */
 struct wit_client;
 int repl_use_witness(struct repl *r, struct wit_client *wc);
+/* Before repl_start: tls = on, the connections this node dials speak TLS
+ * (net/tls.h); the caller keeps tls until after repl_free. */
+struct net_tls_ctx;
+void repl_use_tls(struct repl *r, struct net_tls_ctx *tls);
 /* Shutting down: writes held for quorum fail (never acknowledged). */
 void repl_release_held(struct repl *r);
 /* Drops the connection; in-flight writes complete (peer part marked out of
@@ -205,6 +210,8 @@ int repl_set(struct repl *r, const char *key, const char *val, char *msg, size_t
 /* The node's replication listener: routes each connection to its volume. */
 int repl_server_new(struct ev_loop *ev, const struct cfg *cfg, unsigned self,
 		    struct vol **vols, unsigned nvols, struct repl_server **out);
+/* Right after repl_server_new: accepted connections speak TLS. */
+void repl_server_use_tls(struct repl_server *s, struct net_tls_ctx *tls);
 void repl_server_shutdown(struct repl_server *s);
 unsigned repl_server_conns(const struct repl_server *s);
 void repl_server_free(struct repl_server *s);

@@ -452,6 +452,8 @@ void repl_get_status(const struct repl *r, struct repl_status *st)
 	st->link_compress_cpu_ms = (double)r->lk_pack_ns / 1e6;
 	st->link_decompressed_bytes = r->lk_unpack_out;
 	st->link_decompress_cpu_ms = (double)r->lk_unpack_ns / 1e6;
+	snprintf(st->link_tls, sizeof(st->link_tls), "%s",
+		 r->conn ? net_conn_tls_desc(&r->conn->peer.net) : "");
 }
 
 /* ---- planned switchover ----

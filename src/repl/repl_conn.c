@@ -112,9 +112,13 @@ static const struct net_peer_ops rconn_peer_ops = {
 static void on_closed(struct net_conn *nc)
 {
 	struct rconn *c = container_of(nc, struct rconn, peer.net);
+	const char *tls_err = net_conn_error(nc); /* the TLS layer cut it */
 
+	/* (status says why, as for conn_fail: not for anyone who can connect) */
+	if (tls_err && c->r && (c->got_auth || c->dialer) && (c->r->conn == c || !c->r->conn))
+		snprintf(c->r->error, sizeof(c->r->error), "%s", tls_err);
 	if (c->r && c->r->conn == c)
-		conn_lost(c->r, "connection closed");
+		conn_lost(c->r, tls_err ? tls_err : "connection closed");
 	net_peer_closed(&c->peer);
 }
 
@@ -371,10 +375,14 @@ static void on_rx(struct net_conn *nc)
 			if (avail < sizeof(struct repl_hdr))
 				return;
 			if (repl_decode_hdr(net_rx_peek(nc), &c->m)) {
-				conn_fail(c,
-					  "bad message header (%s: not a Tandem peer, or out of "
-					  "step)",
-					  c->m.why ? c->m.why : "length");
+				if (net_rx_looks_tls(nc))
+					conn_refuse(c, "the peer speaks TLS: set tls = on here "
+						       "too (or tls = off there)");
+				else
+					conn_fail(c,
+						  "bad message header (%s: not a Tandem peer, or out of "
+						  "step)",
+						  c->m.why ? c->m.why : "length");
 				return;
 			}
 			net_rx_consume(nc, sizeof(struct repl_hdr));
@@ -530,8 +538,8 @@ void dial_cb(struct net_dial *d, int fd)
 		schedule_dial(r);
 		return;
 	}
-	if (net_peer_open(&c->peer, r->ev, NULL, fd, NULL, RX_BUF, &rconn_ops,
-			  &rconn_peer_ops)) { /* it closed the fd */
+	if (net_peer_open_tls(&c->peer, r->ev, NULL, fd, NULL, RX_BUF, &rconn_ops, &rconn_peer_ops,
+			      r->tls, true)) { /* it closed the fd */
 		free(c);
 		schedule_dial(r);
 		return;
@@ -673,8 +681,23 @@ static void srv_accept(struct net_srv *ns, int fd, const char *host)
 	}
 	c->srv = s;
 	c->ack_flush.fn = ack_flush_fn;
-	if (net_peer_open(&c->peer, s->ev, ns, fd, host, RX_BUF, &rconn_ops, &rconn_peer_ops))
+	if (net_peer_open_tls(&c->peer, s->ev, ns, fd, host, RX_BUF, &rconn_ops, &rconn_peer_ops,
+			      s->tls, false)) {
 		free(c);
+		return;
+	}
+	if (s->tls) {
+		/* what a peer with tls = off reads before this end closes */
+		uint8_t b[sizeof(struct repl_hdr) + REPL_MAX_ERROR];
+		net_conn_tls_refusal(&c->peer.net, b,
+				     repl_enc_error(b, "this node has tls = on: set tls = on "
+						       "on the peer too"));
+	}
+}
+
+void repl_server_use_tls(struct repl_server *s, struct net_tls_ctx *tls)
+{
+	s->tls = tls;
 }
 
 int repl_server_new(struct ev_loop *ev, const struct cfg *cfg, unsigned self, struct vol **vols,

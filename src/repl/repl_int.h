@@ -143,6 +143,7 @@ struct repl {
 	struct rconn *conn;
 	/* dialing */
 	struct net_dial dial; /* dial.busy: a connect is in progress */
+	struct net_tls_ctx *tls; /* tls = on: the dialed connection's TLS */
 	struct ev_timer retry;
 	unsigned backoff_ms;
 	struct sockaddr_storage dial_sa;
@@ -312,6 +313,7 @@ struct repl_server {
 	struct vol *vols[CFG_MAX_VOLUMES];
 	unsigned nvols;
 	struct repl_linkcap links[CFG_MAX_NODES]; /* by peer node */
+	struct net_tls_ctx *tls; /* tls = on: every accepted connection's TLS */
 };
 
 /* Message handlers (msg_*, named in the message table in repl_conn.c):

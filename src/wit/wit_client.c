@@ -45,6 +45,7 @@ struct wit_client {
 	socklen_t salen;
 	bool have_addr, shutting_down, up;
 	struct net_dial dial;
+	struct net_tls_ctx *tls; /* tls = on */
 	struct ev_timer retry, tick;
 	unsigned backoff_ms;
 	uint64_t timeout_ns, last_rx_ns, cookie;
@@ -246,8 +247,12 @@ static void on_closed(struct net_conn *nc)
 	struct wconn *c = container_of(nc, struct wconn, peer.net);
 
 	c->dead = true;
-	if (c->wc)
-		session_lost(c->wc, "connection closed");
+	if (c->wc) {
+		const char *tls_err = net_conn_error(nc);
+		if (tls_err) /* (net logged it, without saying it was the witness) */
+			log_warn("witness %s: %s", c->wc->addr, tls_err);
+		session_lost(c->wc, tls_err ? tls_err : "connection closed");
+	}
 	net_peer_closed(&c->peer);
 }
 
@@ -287,7 +292,8 @@ static void dial_cb(struct net_dial *d, int fd)
 		schedule_dial(wc);
 		return;
 	}
-	if (net_peer_open(&c->peer, wc->ev, NULL, fd, NULL, 16u * 1024u, &wconn_ops, &wconn_pops)) {
+	if (net_peer_open_tls(&c->peer, wc->ev, NULL, fd, NULL, 16u * 1024u, &wconn_ops,
+			      &wconn_pops, wc->tls, true)) {
 		free(c);
 		schedule_dial(wc);
 		return;
@@ -379,6 +385,11 @@ int wit_client_attach(struct wit_client *wc, const char *volume, const struct wi
 	wc->vols[wc->nvols].ops = ops;
 	wc->vols[wc->nvols].ctx = ctx;
 	return (int)wc->nvols++;
+}
+
+void wit_client_use_tls(struct wit_client *wc, struct net_tls_ctx *tls)
+{
+	wc->tls = tls;
 }
 
 void wit_client_start(struct wit_client *wc)

@@ -35,6 +35,10 @@ int wit_client_new(struct ev_loop *ev, const struct cfg *cfg, unsigned self,
 /* Registers a volume; returns its handle (index) or -errno. */
 int wit_client_attach(struct wit_client *wc, const char *volume, const struct wit_vol_ops *ops,
 		      void *ctx);
+/* Before wit_client_start: the session speaks TLS (net/tls.h); the caller
+ * keeps tls until after wit_client_free. */
+struct net_tls_ctx;
+void wit_client_use_tls(struct wit_client *wc, struct net_tls_ctx *tls);
 void wit_client_start(struct wit_client *wc);
 bool wit_client_up(const struct wit_client *wc);
 /* Sends REPORT or CLAIM for a volume now: false when the session is not up

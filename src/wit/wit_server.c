@@ -17,6 +17,7 @@
 #include "../common/log.h"
 #include "../common/util.h"
 #include "../net/peer.h"
+#include "../net/tls.h"
 #include "wit_codec.h"
 #include "wit_rec.h"
 
@@ -67,6 +68,7 @@ struct wit_server {
 	struct wit_cluster *cls;
 	unsigned ncl;
 	struct net_srv srv;
+	struct net_tls_ctx *tls; /* the clusters' tls = on */
 	uint64_t start_ns;
 	struct ev_timer tick;
 	struct list sessions;
@@ -552,7 +554,12 @@ static void on_rx(struct net_conn *nc)
 			if (avail < sizeof(struct wit_hdr))
 				return;
 			if (wit_decode_hdr(net_rx_peek(nc), &s->m)) {
-				refuse(s, "bad message header (not a Tandem node?)");
+				if (net_rx_looks_tls(nc))
+					refuse(s, "the node speaks TLS: set tls = on in the "
+						  "witness's configuration too (or tls = off on "
+						  "the node)");
+				else
+					refuse(s, "bad message header (not a Tandem node?)");
 				return;
 			}
 			/* clients never send STATUS; its length is the only one
@@ -624,9 +631,18 @@ static void on_accept(struct net_srv *ns, int fd, const char *host)
 	s->node = -1;
 	s->last_rx_ns = ev_now(ws->ev);
 	list_init(&s->link);
-	if (net_peer_open(&s->peer, ws->ev, ns, fd, host, RX_BUF, &sess_ops, &sess_pops)) {
+	if (net_peer_open_tls(&s->peer, ws->ev, ns, fd, host, RX_BUF, &sess_ops, &sess_pops,
+			      ws->tls, false)) {
 		free(s);
 		return;
+	}
+	if (ws->tls) {
+		/* what a node with tls = off reads before this end closes */
+		static const char no_tls[] = "this witness has tls = on: set tls = on on the "
+					     "node too";
+		uint8_t buf[sizeof(struct wit_hdr) + WIT_MAX_ERROR];
+		net_conn_tls_refusal(&s->peer.net, buf,
+				     wit_enc_text(buf, WIT_ERROR, no_tls, sizeof(no_tls) - 1));
 	}
 	list_add_tail(&ws->sessions, &s->link);
 }
@@ -711,6 +727,43 @@ static int load_cluster(struct wit_cluster *cl, const struct cfg *c, bool init, 
 	return 0;
 }
 
+/* One listener speaks TLS or not: the clusters it serves agree on tls and
+ * on the certificates; each cluster's key (PSK) is added. */
+static int tls_setup(struct wit_server *ws, const struct cfg *const *cfgs, unsigned ncfg, char *err,
+		     size_t errlen)
+{
+	const struct cfg *c0 = cfgs[0];
+	struct net_tls_opts o = { .cert = c0->tls_cert, .key = c0->tls_key, .ca = c0->tls_ca };
+	char why[256];
+	int rc;
+
+	for (unsigned i = 1; i < ncfg; i++)
+		if (cfgs[i]->tls != c0->tls || strcmp(cfgs[i]->tls_cert, c0->tls_cert) ||
+		    strcmp(cfgs[i]->tls_key, c0->tls_key) || strcmp(cfgs[i]->tls_ca, c0->tls_ca)) {
+			snprintf(err, errlen,
+				 "%s and %s differ in tls, tls-cert, tls-key or tls-ca: one "
+				 "witness listener speaks TLS for all its clusters or for none",
+				 c0->path, cfgs[i]->path);
+			return -EINVAL;
+		}
+	if (!c0->tls)
+		return 0;
+	rc = net_tls_ctx_new(&o, &ws->tls, why, sizeof(why));
+	if (rc) {
+		snprintf(err, errlen, "%s: [cluster] %s", c0->path, why);
+		return rc;
+	}
+	for (unsigned i = 0; i < ncfg && !c0->tls_cert[0]; i++) {
+		rc = net_tls_ctx_add_cluster(ws->tls, cfgs[i]->cluster, cfgs[i]->secret);
+		if (rc) {
+			snprintf(err, errlen, "%s: [cluster] tls: no key for cluster %s: %s",
+				 cfgs[i]->path, cfgs[i]->cluster, strerror(-rc));
+			return rc;
+		}
+	}
+	return 0;
+}
+
 int wit_server_new(struct ev_loop *ev, const struct cfg *const *cfgs, const bool *init,
 		   unsigned ncfg, struct wit_server **out, char *err, size_t errlen)
 {
@@ -745,6 +798,9 @@ int wit_server_new(struct ev_loop *ev, const struct cfg *const *cfgs, const bool
 		if (rc)
 			goto fail;
 	}
+	rc = tls_setup(ws, cfgs, ncfg, err, errlen);
+	if (rc)
+		goto fail;
 	ws->srv.name = "witness";
 	ws->srv.max = 1024;
 	ws->srv.max_per_addr = 256;
@@ -762,6 +818,7 @@ int wit_server_new(struct ev_loop *ev, const struct cfg *const *cfgs, const bool
 	*out = ws;
 	return 0;
 fail:
+	net_tls_ctx_free(ws->tls);
 	free(ws->cls);
 	free(ws);
 	return rc;
@@ -778,6 +835,7 @@ void wit_server_free(struct wit_server *ws)
 {
 	if (!ws)
 		return;
+	net_tls_ctx_free(ws->tls);
 	free(ws->cls);
 	free(ws);
 }

@@ -17,7 +17,8 @@ declare -A NBDP=()   # node name -> NBD port
 declare -A REPP=()   # node name -> replication port
 
 # write_config2 FILE [LINE...]: nodes a and b, volume vol0 on both; extra
-# lines land in [volume vol0].
+# lines land in [volume vol0]. TANDEM_TLS=on: tls = on in [cluster] (every
+# replication and witness test then runs over TLS).
 write_config2()
 {
 	local file=$1 line n
@@ -33,6 +34,7 @@ write_config2()
 		echo "name = it"
 		echo "secret = ${SECRET:-test-secret}"
 		echo "peer-timeout = ${PEER_TIMEOUT:-2}"
+		[ -z "${TANDEM_TLS:-}" ] || echo "tls = $TANDEM_TLS"
 		for n in a b; do
 			echo
 			echo "[node $n]"

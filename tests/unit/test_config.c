@@ -231,6 +231,50 @@ static void test_one_node(void **state)
 	cfg_free(c);
 }
 
+/* tls, tls-cert, tls-key, tls-ca in [cluster]. */
+#define NODES_AB                                                            \
+	"[node a]\nreplication = 127.0.0.1:7789\ncontrol = /tmp/t/a.sock\n" \
+	"data-dir = /tmp/t/a\n[node b]\nreplication = 127.0.0.1:7889\n"     \
+	"control = /tmp/t/b.sock\ndata-dir = /tmp/t/b\n" VOL
+static void test_tls_keys(void **state)
+{
+	static const char on[] = "[cluster]\nname = lab\nsecret = s3cret\ntls = on\n" NODES_AB;
+	static const char certs[] = "[cluster]\nname = lab\nsecret = s3cret\ntls = on\n"
+				    "tls-cert = /etc/t/n.pem\ntls-key = /etc/t/n.key\n"
+				    "tls-ca = /etc/t/ca.pem\n" NODES_AB;
+	static const char bad[] = "[cluster]\nname = lab\nsecret = s3cret\ntls = yes\n" NODES_AB;
+	static const char rel[] = "[cluster]\nname = lab\nsecret = s3cret\ntls = on\n"
+				  "tls-cert = n.pem\n" NODES_AB;
+	static const char off[] = "[cluster]\nname = lab\nsecret = s3cret\n"
+				  "tls-cert = /etc/t/n.pem\ntls-key = /etc/t/n.key\n"
+				  "tls-ca = /etc/t/ca.pem\n" NODES_AB;
+	static const char alone[] = "[cluster]\nname = lab\nsecret = s3cret\ntls = on\n"
+				    "tls-cert = /etc/t/n.pem\n" NODES_AB;
+	static const char nosecret[] = "[cluster]\nname = solo\ntls = on\n[node x]\n"
+				       "control = /c\ndata-dir = /d\n";
+	struct cfg *c;
+	(void)state;
+
+	c = parse_ok(HEAD VOL);
+	assert_false(c->tls); /* off by default */
+	cfg_free(c);
+	c = parse_ok(on);
+	assert_true(c->tls);
+	assert_string_equal(c->tls_cert, "");
+	cfg_free(c);
+	c = parse_ok(certs);
+	assert_true(c->tls);
+	assert_string_equal(c->tls_cert, "/etc/t/n.pem");
+	assert_string_equal(c->tls_key, "/etc/t/n.key");
+	assert_string_equal(c->tls_ca, "/etc/t/ca.pem");
+	cfg_free(c);
+	expect_error(bad, line_of(bad, "tls = yes"), "tls", "on or off");
+	expect_error(rel, line_of(rel, "tls-cert"), "tls-cert", "absolute");
+	expect_error(off, line_of(off, "tls-cert"), "tls = on", NULL);
+	expect_error(alone, line_of(alone, "tls-cert"), "tls-key", "together");
+	expect_error(nosecret, line_of(nosecret, "tls = on"), "tls", "secret");
+}
+
 static void test_sizes(void **state)
 {
 	static const struct {
@@ -877,6 +921,7 @@ int main(void)
 		cmocka_unit_test(test_err_bad_names),
 		cmocka_unit_test(test_long_section_names),
 		cmocka_unit_test(test_check_local),
+		cmocka_unit_test(test_tls_keys),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
