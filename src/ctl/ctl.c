@@ -228,7 +228,8 @@ size_t ctl_status_json(const struct ctl_info *info, const char *only, char *out,
 			    "\"send_bytes_per_sec\":%llu,\"rtt_ms\":%.3f,\"compression\":\"%s\","
 			    "\"compressed_in_bytes\":%llu,\"compressed_out_bytes\":%llu,"
 			    "\"compress_skipped_bytes\":%llu,\"compress_cpu_ms\":%.3f,"
-			    "\"decompressed_bytes\":%llu,\"decompress_cpu_ms\":%.3f,\"tls\":\"%s\"}}",
+			    "\"decompressed_bytes\":%llu,\"decompress_cpu_ms\":%.3f,\"tls\":\"%s\"}"
+			    "}",
 			    b, repl_conn_name(st.conn),
 			    st.behind ? "behind" : repl_rep_name(st.rep),
 			    st.peer_disk < 0 ? "unknown"
