@@ -1063,7 +1063,7 @@ static void test_compressed_without_feature(void **state)
 	assert_int_equal(s->peer->in_off, 0);
 	assert_int_equal(s->peer->in[4], REPL_HELLO);
 	s->peer->in[sizeof(struct repl_hdr) + offsetof(struct repl_hello, features)] &=
-		(uint8_t) ~REPL_FEAT_COMPRESS;
+		(uint8_t)~REPL_FEAT_COMPRESS;
 	stub_hold_rx(s->peer, false);
 	WAIT_FOR(&p, in_sync(&p) && sbp(&p, NB)->gen_current != 1);
 	assert_string_equal(status(&p, NA).link_compression, "lz4");
