@@ -372,9 +372,9 @@ static void on_rx(struct net_conn *nc)
 				return;
 			if (repl_decode_hdr(net_rx_peek(nc), &c->m)) {
 				conn_fail(c,
-					  "bad message header (%s: not a Tandem peer, or out of "
+					  "bad message header: %s (not a Tandem peer, or out of "
 					  "step)",
-					  c->m.why ? c->m.why : "length");
+					  c->m.why);
 				return;
 			}
 			net_rx_consume(nc, sizeof(struct repl_hdr));
