@@ -46,6 +46,10 @@ by ';', applied together. Commands:
   delay MS  add MS milliseconds of one-way delay to every forwarded chunk in
             each direction (so a round trip grows by 2*MS); 0 = none. Order
             is kept and the delayed chunks are pipelined.
+  rate BPS  at most BPS bytes per second in each direction of each
+            connection (a link of that bandwidth, after the delay); 0 = no
+            limit. Chunks leave the proxy whole, each once the previous
+            one's bytes have had their time.
   stats     "ok conns=N bytes_ab=N bytes_ba=N state=forwarding|cut"
 
 While forwarding, the proxy answers for the target as a router would: when
@@ -199,6 +203,7 @@ class Pipe:
         self.timer_when = 0.0
         self.eof_sent = False
         self.dead = False           # dst is gone: drop everything
+        self.rate_next = 0.0        # rate: when the link is free again
 
     def discard(self):
         self.dead = True
@@ -216,11 +221,16 @@ class Pipe:
         if self.dead:
             return
         delay = self.proxy.delay
-        if (kind == "data" and not self.q and delay == 0
+        rate = self.proxy.rate
+        if (kind == "data" and not self.q and delay == 0 and rate == 0
                 and self._can_write() and not self.dst.write_paused):
             self._write(payload)        # fast path, nothing queued
             return
-        self.q.append((self.loop.time() + delay, kind, payload))
+        due = self.loop.time() + delay
+        if rate and kind == "data":
+            due = max(due, self.rate_next)
+            self.rate_next = due + len(payload) / rate
+        self.q.append((due, kind, payload))
         if kind == "data":
             self.pending += len(payload)
         self.flush()
@@ -421,6 +431,7 @@ class Proxy:
         self.forwarding = True
         self.delay = 0.0
         self.delay_ms = 0.0
+        self.rate = 0.0             # bytes/s per direction, 0 = no limit
         self.conns = set()
         self.next_id = 0
         self.bytes_ab = 0
@@ -509,6 +520,17 @@ class Proxy:
             self.delay_ms = ms
             self.delay = ms / 1000.0
             return "ok delay %s" % args[0]
+        if cmd == "rate":
+            if len(args) != 1:
+                return "error usage: rate BYTES_PER_SEC"
+            try:
+                bps = int(args[0])
+            except ValueError:
+                return "error bad rate %r" % args[0]
+            if not 0 <= bps <= 1 << 40:
+                return "error rate out of range"
+            self.rate = float(bps)
+            return "ok rate %d" % bps
         if args:
             return "error %s takes no arguments" % cmd
         if cmd == "cut":
