@@ -68,15 +68,15 @@ int repl_decode_hdr(const uint8_t in[sizeof(struct repl_hdr)], struct repl_msg *
 	switch (h.type) {
 	case REPL_BITMAP_END:
 		if (h.len)
-			return -EBADMSG;
+			return BAD(m, "length impossible for the type");
 		break;
 	case REPL_ERROR:
 		if (h.len == 0 || h.len > REPL_MAX_ERROR)
-			return -EBADMSG;
+			return BAD(m, "length impossible for the type");
 		break;
 	case REPL_META:
 		if (h.len > REPL_MAX_META)
-			return -EBADMSG;
+			return BAD(m, "length impossible for the type");
 		break;
 	case REPL_WRITE:
 	case REPL_RS_DATA:
@@ -85,18 +85,18 @@ int repl_decode_hdr(const uint8_t in[sizeof(struct repl_hdr)], struct repl_msg *
 		break;
 	case REPL_BITMAP:
 		if (h.len <= fl || h.len - fl > REPL_MAX_BITMAP_WORDS * 8u || (h.len - fl) % 8)
-			return -EBADMSG;
+			return BAD(m, "length impossible for the type");
 		break;
 	case REPL_ACK:
 		if (h.len <= fl || h.len - fl > REPL_MAX_ACKS * sizeof(struct repl_ack_entry) ||
 		    (h.len - fl) % sizeof(struct repl_ack_entry))
-			return -EBADMSG;
+			return BAD(m, "length impossible for the type");
 		break;
 	default:
 		if (fl == 0)
 			return BAD(m, "unknown type");
 		if (h.len != fl)
-			return -EBADMSG;
+			return BAD(m, "length impossible for the type");
 	}
 	m->type = h.type;
 	m->hflags = h.flags;

@@ -33,7 +33,7 @@ struct repl_msg {
 	uint32_t var_len;
 	uint32_t data_len; /* WRITE / RS_DATA payload that follows */
 	uint8_t digest[REPL_DIGEST_LEN]; /* CSUM (u.io holds the rest) */
-	const char *why; /* a refused header or compressed body: the rule it broke */
+	const char *why; /* a refused header (always) or body (some): the rule it broke */
 };
 
 /* Header: 0, or -EBADMSG (bad magic, unknown type, reserved not zero, flags

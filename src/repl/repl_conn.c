@@ -380,9 +380,9 @@ static void on_rx(struct net_conn *nc)
 						       "too (or tls = off there)");
 				else
 					conn_fail(c,
-						  "bad message header (%s: not a Tandem peer, or out of "
-						  "step)",
-						  c->m.why ? c->m.why : "length");
+						  "bad message header: %s (not a Tandem peer, or out "
+						  "of step)",
+						  c->m.why);
 				return;
 			}
 			net_rx_consume(nc, sizeof(struct repl_hdr));

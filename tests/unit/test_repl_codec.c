@@ -45,6 +45,7 @@ static enum stage rx(const uint8_t *wire, size_t n, struct repl_msg *m, uint8_t 
 	free(h);
 	if (r) {
 		assert_int_equal(r, -EBADMSG);
+		assert_non_null(m->why); /* the reason the connection ends with */
 		return ST_HDR;
 	}
 	need = repl_body_needed(m);
