@@ -379,10 +379,11 @@ static void on_rx(struct net_conn *nc)
 					conn_refuse(c, "the peer speaks TLS: set tls = on here "
 						       "too (or tls = off there)");
 				else
-					conn_fail(c,
-						  "bad message header: %s (not a Tandem peer, or out "
-						  "of step)",
-						  c->m.why);
+					conn_fail(
+						c,
+						"bad message header: %s (not a Tandem peer, or out "
+						"of step)",
+						c->m.why);
 				return;
 			}
 			net_rx_consume(nc, sizeof(struct repl_hdr));
