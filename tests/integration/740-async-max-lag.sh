@@ -2,7 +2,8 @@
 # Async with on-congestion = block and async-max-lag = 2 over a 20 Mbit/s
 # link (the link proxy shapes it), with a backlog (16M) that alone would
 # allow 6 s of lag. A writer writes as fast as it can for 12 s; the lag
-# sampled from a's status every 0.1 s never exceeds the bound, writes are
+# sampled from a's status all along (every 0.1 s, or as fast as status
+# answers on a busy host) never exceeds the bound, writes are
 # made to wait (congestion "blocked"), none fails, and the replicas end
 # byte-identical.
 # shellcheck source=lib.sh
@@ -42,7 +43,7 @@ t = open(sys.argv[2]).read()
 w = json.loads(t[t.index("{"):])["jobs"][0]["write"]
 print("%d samples: max lag %.3f s, %d blocked; fio wrote %.1f MB at %.2f MB/s, error %d" %
       (n, max(lags), blocked, w["io_bytes"] / 1e6, w["bw_bytes"] / 1e6, json.loads(t[t.index("{"):])["jobs"][0]["error"]), file=sys.stderr)
-if n < 50:
+if n < 15:
     sys.exit("only %d samples" % n)
 if max(lags) > 2.0:
     sys.exit("lag %.3f s sampled, above the bound of 2 s" % max(lags))
