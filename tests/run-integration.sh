@@ -10,7 +10,9 @@
 # wait on timeouts more than they compute, but some measure latency and
 # peer timeouts are 2 s: more than one test per core is not what they were
 # written for). Longest first (tests/integration/durations), so that the
-# last ones to end are short. A test with the line `# tandem-test: serial`
+# last ones to end are short. A test with the line `# tandem-test: plain-only`
+# is skipped when BUILD_DIR is a sanitizer build (.../asan): it measures
+# rates or times, which the sanitizers only slow down. A test with the line `# tandem-test: serial`
 # runs alone, after the others: it measures time or CPU use, or changes
 # something the whole machine shares.
 set -uo pipefail
@@ -47,7 +49,9 @@ done <"$here/integration/durations"
 # "SECONDS NAME" of every test, longest first; the serial ones apart.
 parallel=() serial=()
 while read -r _ t; do
-	if grep -qx '# tandem-test: serial' "$t"; then
+	if [[ $build == */asan ]] && grep -qx '# tandem-test: plain-only' "$t"; then
+		continue
+	elif grep -qx '# tandem-test: serial' "$t"; then
 		serial+=("$t")
 	else
 		parallel+=("$t")

@@ -4,15 +4,10 @@
 # loss, corrupt, capture, backpressure; no tandemd), on ports claimed here.
 # Alone (tests/run-integration.sh): it measures rates and round trips.
 # tandem-test: serial
+# tandem-test: plain-only
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 need python3
-# No tandemd runs here: the sanitizer pass would only run the proxy again.
-case $BIN in */asan*)
-	echo "SKIP: no tandemd in this test; it runs with the plain build" >&2
-	exit 77
-	;;
-esac
 
 LINKPROXY_TEST_PORTS="$(free_port) $(free_port)" TMPDIR=$T \
 	bash "$_root/tests/tools/test-linkproxy.sh" || fail "link proxy self-test"

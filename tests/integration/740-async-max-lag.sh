@@ -6,6 +6,7 @@
 # answers on a busy host) never exceeds the bound, writes are
 # made to wait (congestion "blocked"), none fails, and the replicas end
 # byte-identical.
+# tandem-test: plain-only
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 # shellcheck source=lib2.sh

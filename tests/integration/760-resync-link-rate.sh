@@ -4,6 +4,7 @@
 # returns both resync at once, and the sum of their progress, sampled from
 # status each second, stays near the cap (2M/s) instead of near 2 x what
 # one resync can do. Both end in sync, byte-identical.
+# tandem-test: plain-only
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 # shellcheck source=lib2.sh
