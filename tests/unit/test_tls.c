@@ -1,10 +1,11 @@
 /* TLS under net_conn (src/net/tls.c): the PSK derivation against a value
  * computed independently (RFC 5869 by hand), and pairs of real connections
  * on one event loop over socketpairs: messages both ways, large ones into
- * net_rx_direct destinations (T1, T3); a byte flipped between the ends
- * ends the connection before anything after it reaches the owner (T1);
- * another cluster's key fails the handshake at both ends; a plaintext peer
- * gets the acceptor's refusal and a plaintext acceptor sees a TLS hello. */
+ * net_rx_direct destinations (T1, T3), also across key updates; a byte
+ * flipped between the ends ends the connection before anything after it
+ * reaches the owner (T1); another cluster's key fails the handshake at both
+ * ends; a plaintext peer gets the acceptor's refusal and a plaintext
+ * acceptor sees a TLS hello. */
 #include "unit.h"
 
 #include <errno.h>
@@ -317,6 +318,37 @@ static void test_roundtrip(void **st)
 	free(y);
 }
 
+/* Keys change every 64 KiB of output (KeyUpdate both ways) while 3 MiB
+ * cross in each direction: nothing is lost or altered. */
+static void test_rekey(void **st)
+{
+	struct pair p;
+	size_t big = 3u << 20;
+	uint8_t *x = random_bytes(big), *y = random_bytes(big);
+	struct net_tls_ctx *xc = ctx("test-secret"), *xs = ctx("test-secret");
+	(void)st;
+
+	net_tls_ctx_set_rekey(xc, 64 * 1024);
+	net_tls_ctx_set_rekey(xs, 64 * 1024);
+	pair_open(&p, xc, xs, NULL);
+	send_msg(&p.cli, x, (uint32_t)big, NULL);
+	send_msg(&p.srv, y, (uint32_t)big, NULL);
+	send_msg(&p.cli, "tail", 4, NULL);
+	send_msg(&p.srv, "tail", 4, NULL);
+	want_msgs = 2;
+	run(&p, got_msgs);
+	assert_int_equal(p.srv.got_len, big + 4);
+	assert_memory_equal(p.srv.got, x, big);
+	assert_int_equal(p.cli.got_len, big + 4);
+	assert_memory_equal(p.cli.got, y, big);
+	assert_true(p.cli.c.tls->rekeys >= 10);
+	assert_true(p.srv.c.tls->rekeys >= 10);
+	assert_null(net_conn_error(&p.srv.c));
+	pair_close(&p);
+	free(x);
+	free(y);
+}
+
 static void test_flipped_byte(void **st)
 {
 	struct pair p;
@@ -399,9 +431,9 @@ static void test_plain_peer(void **st)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_psk_derive),   cmocka_unit_test(test_roundtrip),
-		cmocka_unit_test(test_flipped_byte), cmocka_unit_test(test_wrong_key),
-		cmocka_unit_test(test_plain_peer),
+		cmocka_unit_test(test_psk_derive), cmocka_unit_test(test_roundtrip),
+		cmocka_unit_test(test_rekey),      cmocka_unit_test(test_flipped_byte),
+		cmocka_unit_test(test_wrong_key),  cmocka_unit_test(test_plain_peer),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
