@@ -650,7 +650,7 @@ if any(k[2] == "tandemtls" for k in d):
     print()
     print("== TLS: the same jobs on a second pair with tls = on, run right after the pair without")
     print(f"{'link':>6s} {'job':18s}{'TLS off MB/s':>14s}{'TLS on MB/s':>13s}{'on/off':>8s}"
-          f"{'per run on/off':>24s}")
+          f"{'median run':>12s}{'per run on/off':>24s}")
     for l in links:
         for j in jobs:
             off, on = med(l, j, "tandem"), med(l, j, "tandemtls")
@@ -658,6 +658,7 @@ if any(k[2] == "tandemtls" for k in d):
                                                 d.get((l, j, "tandemtls"), [])) if a[0]]
             print(f"{l if l else 'none':>6} {j:18s}{num(off and off[0] / 1e6, 14)}"
                   f"{num(on and on[0] / 1e6, 13)}{num(ratio(on, off), 8)}"
+                  f"{num(statistics.median(per) if per else None, 12)}"
                   f"{' '.join('%.2f' % x for x in per):>24s}")
 for w in warnings:
     print(w)
