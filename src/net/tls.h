@@ -21,9 +21,10 @@
  * Invariants:
  *   T1. Plaintext reaches the owner only in OPEN, and never after FAILED:
  *       tls_fail aborts the connection before anything more is parsed.
- *   T2. Owner output is sealed only in OPEN, in queue order, and at most
- *       NET_TLS_SEAL_AHEAD ciphertext bytes ahead of what the socket took,
- *       so foreground output still overtakes the background queue.
+ *   T2. Owner output is sealed only in OPEN, in queue order, and only while
+ *       less than NET_TLS_SEAL_AHEAD ciphertext bytes wait for the socket
+ *       (one SSL_write of at most 64 KiB may pass it), so foreground output
+ *       still overtakes the background queue.
  *   T3. A plaintext net_tx completes (done) once the last ciphertext byte
  *       that carries it left, or with an error when the connection died.
  *   T4. Ciphertext leaves in the order OpenSSL produced it: one queue.
