@@ -23,10 +23,14 @@
 #   TANDEM_SOLO=1 bench/repl.sh            the "tandem" volume lives on node a only
 #                                          (tests this script without replication;
 #                                          its numbers are then NOT replication)
-#   TLS=1 TANDEM_ONLY=1 LINKS=0 bench/repl.sh
-#                                          the Tandem pair with tls = on: the
-#                                          replication link in TLS 1.3 (cluster
-#                                          key); compare with a run without TLS=1
+#   TLS=1 TANDEM_ONLY=1 LINKS=0 RUNS=3 bench/repl.sh
+#                                          a second Tandem pair ("tandemtls", nodes
+#                                          in the same namespaces) with tls = on:
+#                                          its replication link in TLS 1.3 (cluster
+#                                          key). Every job runs on both pairs one
+#                                          after the other, so that both see the
+#                                          same machine; the summary adds the
+#                                          ratio TLS on / TLS off per job
 # Other knobs: RUNTIME (s per job, default 15), RAMP (s, default 3), SIZE_MB
 # (volume size, default 1024), PREFILL=0 (skip writing each volume once before
 # measuring), LINKCHECK=0 (skip the TCP goodput check of each link),
@@ -189,73 +193,81 @@ PY
 link_up tbr 10.231.42
 
 # ---------------------------------------------------------------- servers
-PORT_T=10809 PORT_Q=10810 PORT_S=10811
+PORT_T=10809 PORT_Q=10810 PORT_S=10811 PORT_TT=10812
+# shellcheck disable=SC2034 # (read as ${!uri} in start_tandem and run_one)
 URI_tandem=nbd://$IPA:$PORT_T/vol0
+# shellcheck disable=SC2034
+URI_tandemtls=nbd://$IPA:$PORT_TT/vol0
 URI_anchor=nbd://$IPA:$PORT_Q/vol0
 URI_single=nbd://$IPA:$PORT_S/vol0
 
-start_tandem() {
-	local nodes="a b"
+start_tandem() { # [tls]: the pair "tandem", or with tls the pair "tandemtls"
+	local nodes="a b" t=tandem port=$PORT_T rport=7789 d=$W tls=off uri
 	[ "$TANDEM_SOLO" = 1 ] && nodes=a
-	cat > "$W/tandem.ini" <<INI
+	if [ "${1:-}" = tls ]; then
+		t=tandemtls port=$PORT_TT rport=7790 d=$W/tls tls=on
+		mkdir -p "$d"
+	fi
+	cat > "$W/$t.ini" <<INI
 [cluster]
-name = bench
+name = bench-$tls
 secret = bench-$$-$RANDOM
-tls = $([ "$TLS" = 1 ] && echo on || echo off)
+tls = $tls
 
 [node a]
-replication = $IPA:7789
-nbd = $IPA:$PORT_T
-control = $W/a.sock
-data-dir = $W/a
+replication = $IPA:$rport
+nbd = $IPA:$port
+control = $d/a.sock
+data-dir = $d/a
 
 [node b]
-replication = $IPB:7789
-nbd = $IPB:$PORT_T
-control = $W/b.sock
-data-dir = $W/b
+replication = $IPB:$rport
+nbd = $IPB:$port
+control = $d/b.sock
+data-dir = $d/b
 
 [volume vol0]
 size = ${SIZE_MB}M
 nodes = $nodes
 replication = sync
 INI
-	ip netns exec "$NA" "$BIN/tandemd" -c "$W/tandem.ini" -n a -f 2> "$W/tandem-a.log" &
+	ip netns exec "$NA" "$BIN/tandemd" -c "$W/$t.ini" -n a -f 2> "$W/$t-a.log" &
 	PID_TA=$!
 	PIDS+=("$PID_TA")
 	if [ "$TANDEM_SOLO" != 1 ]; then
-		ip netns exec "$NB" "$BIN/tandemd" -c "$W/tandem.ini" -n b -f 2> "$W/tandem-b.log" &
+		ip netns exec "$NB" "$BIN/tandemd" -c "$W/$t.ini" -n b -f 2> "$W/$t-b.log" &
 		PID_TB=$!
 		PIDS+=("$PID_TB")
 	fi
-	wait_nbd "$NA" "$URI_tandem" "$PID_TA" "tandemd a" "$W/tandem-a.log"
+	uri="URI_$t"
+	wait_nbd "$NA" "${!uri}" "$PID_TA" "tandemd a ($t)" "$W/$t-a.log"
 	[ "$TANDEM_SOLO" = 1 ] && return 0
 	# The pair is ready once a sees b connected and replication established.
 	local st="" end=$((SECONDS + TANDEM_TIMEOUT))
 	while [ $SECONDS -lt $end ]; do
-		alive_or_die "$PID_TA" "tandemd a" "$W/tandem-a.log"
-		alive_or_die "$PID_TB" "tandemd b" "$W/tandem-b.log"
-		st=$(timeout 5 "$BIN/tandemctl" -c "$W/tandem.ini" -n a status --json 2>&1) || true
+		alive_or_die "$PID_TA" "tandemd a" "$W/$t-a.log"
+		alive_or_die "$PID_TB" "tandemd b" "$W/$t-b.log"
+		st=$(timeout 5 "$BIN/tandemctl" -c "$W/$t.ini" -n a status --json 2>&1) || true
 		if python3 -c 'import json,sys
 try:
     p = json.loads(sys.argv[1])["volumes"][0]["peers"][0]
 except Exception:
     sys.exit(1)
 sys.exit(0 if p.get("connection") == "connected" and p.get("replication") == "established" else 1)' "$st"; then
-			if [ "$TLS" = 1 ]; then
-				grep -q 'TLS with .*TLSv1.3' "$W/tandem-a.log" ||
-					die "TLS=1 but the replication link is not in TLS 1.3"
-				echo "note tandem: tls = on: the replication link in TLS 1.3 ($(grep -o 'TLSv1.3, [A-Z0-9_]*' "$W/tandem-a.log" | head -n 1))" >> "$RES"
+			if [ $tls = on ]; then
+				grep -q 'TLS with .*TLSv1.3' "$W/$t-a.log" ||
+					die "$t: the replication link is not in TLS 1.3"
+				echo "note tandemtls: a second pair with tls = on, its replication link in TLS 1.3 ($(grep -o 'TLSv1.3, [A-Z0-9_]*' "$W/$t-a.log" | head -n 1)); each job runs on both pairs in turn" >> "$RES"
 			fi
 			return 0
 		fi
 		sleep 0.2
 	done
-	echo "bench: the Tandem pair did not reach connection=connected, replication=established" \
+	echo "bench: the Tandem pair ($t) did not reach connection=connected, replication=established" \
 		"within ${TANDEM_TIMEOUT}s. Last 'tandemctl -n a status --json':" >&2
 	echo "  $st" >&2
-	echo "tandemd a log:" >&2; tail -n 10 "$W/tandem-a.log" >&2 || true
-	echo "tandemd b log:" >&2; tail -n 10 "$W/tandem-b.log" >&2 || true
+	echo "tandemd a log:" >&2; tail -n 10 "$W/$t-a.log" >&2 || true
+	echo "tandemd b log:" >&2; tail -n 10 "$W/$t-b.log" >&2 || true
 	exit 1
 }
 
@@ -394,6 +406,10 @@ TARGETS=()
 if [ $DO_TANDEM = 1 ]; then
 	start_tandem
 	TARGETS+=(tandem)
+	if [ "$TLS" = 1 ]; then
+		start_tandem tls
+		TARGETS+=(tandemtls)
+	fi
 fi
 if [ $DO_ANCHOR = 1 ]; then
 	start_anchor
@@ -445,6 +461,10 @@ fi
 if [ $DO_TANDEM = 1 ] && [ "$TANDEM_SOLO" != 1 ]; then
 	cmp -s "$W/a/vol0.img" "$W/b/vol0.img" ||
 		echo "WARNING: Tandem replicas differ (a/vol0.img vs b/vol0.img)" >> "$RES"
+	if [ "$TLS" = 1 ]; then
+		cmp -s "$W/tls/a/vol0.img" "$W/tls/b/vol0.img" ||
+			echo "WARNING: Tandem replicas with TLS differ (tls/a vs tls/b)" >> "$RES"
+	fi
 fi
 if [ -n "${RESULTS:-}" ]; then
 	mkdir -p "$RESULTS"
@@ -518,6 +538,20 @@ for l in links:
             row += (f"{num(s and s[0] / 1e6, 13)}{num(s and s[1], 9, 0)}"
                     f"{num(ratio(t, a), 10)}{num(ratio(t, s), 10)}")
         print(row)
+if any(k[2] == "tandemtls" for k in d):
+    print()
+    print("== TLS: the same jobs on a second pair with tls = on, run right after the pair without")
+    print(f"{'link':>6s} {'job':18s}{'TLS off MB/s':>14s}{'TLS on MB/s':>13s}{'on/off':>8s}"
+          f"{'median run':>12s}{'per run on/off':>24s}")
+    for l in links:
+        for j in jobs:
+            off, on = med(l, j, "tandem"), med(l, j, "tandemtls")
+            per = [b[0] / a[0] for a, b in zip(d.get((l, j, "tandem"), []),
+                                                d.get((l, j, "tandemtls"), [])) if a[0]]
+            print(f"{l if l else 'none':>6} {j:18s}{num(off and off[0] / 1e6, 14)}"
+                  f"{num(on and on[0] / 1e6, 13)}{num(ratio(on, off), 8)}"
+                  f"{num(statistics.median(per) if per else None, 12)}"
+                  f"{' '.join('%.2f' % x for x in per):>24s}")
 for w in warnings:
     print(w)
 PY

@@ -8,7 +8,7 @@
 set -euo pipefail
 build_pkgs=(gcc make pkg-config liburing-dev libinih-dev libcmocka-dev libssl-dev liblz4-dev libzstd-dev)
 test_pkgs=(clang libnbd-bin qemu-utils qemu-block-extra fio nbdkit libiscsi-bin iproute2 python3
-	shellcheck cppcheck clang-format e2fsprogs xfsprogs git spin)
+	shellcheck cppcheck clang-format e2fsprogs xfsprogs git spin openssl)
 # qemu-system-common ships qemu-storage-daemon (the anchor of bench/repl.sh);
 # coreutils for timeout(1). libiscsi-dev builds bench/iscsi.sh's load generator;
 # tgt (tgtd, tgtadm) is its anchor.

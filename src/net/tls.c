@@ -35,7 +35,7 @@
 #include "net_int.h"
 
 #define TLS_CHUNKS_KEPT 8            /* idle ciphertext chunks a connection keeps */
-#define TLS_WRITE_MAX (256u * 1024u) /* one SSL_write straight from the owner */
+#define TLS_WRITE_MAX (64u * 1024u) /* one SSL_write straight from the owner (T2) */
 
 struct tls_psk {
 	char identity[NET_TLS_IDENT_MAX];
@@ -46,6 +46,7 @@ struct net_tls_ctx {
 	SSL_CTX *ctx;
 	BIO_METHOD *meth;
 	bool certs;
+	uint64_t rekey_bytes;
 	unsigned npsk;
 	struct tls_psk psk[NET_TLS_MAX_PSK];
 };
@@ -253,6 +254,7 @@ int net_tls_ctx_new(const struct net_tls_opts *o, struct net_tls_ctx **out, char
 	    !BIO_meth_set_destroy(x->meth, bio_destroy))
 		goto ssl_fail;
 	SSL_CTX_set_app_data(x->ctx, x);
+	x->rekey_bytes = NET_TLS_REKEY_BYTES;
 	if (!SSL_CTX_set_min_proto_version(x->ctx, TLS1_3_VERSION) ||
 	    !SSL_CTX_set_max_proto_version(x->ctx, TLS1_3_VERSION) ||
 	    /* AES-GCM first (AES-NI), then ChaCha20; the acceptor's order rules */
@@ -314,6 +316,11 @@ int net_tls_ctx_add_cluster(struct net_tls_ctx *x, const char *cluster, const ch
 		return r;
 	x->npsk++;
 	return 0;
+}
+
+void net_tls_ctx_set_rekey(struct net_tls_ctx *x, uint64_t bytes)
+{
+	x->rekey_bytes = bytes;
 }
 
 bool net_tls_ctx_uses_certs(const struct net_tls_ctx *x)
@@ -620,6 +627,7 @@ static int pump_once(struct net_conn *c)
 			char host[NET_HOST_MAX];
 			tls_set_state(t, TLS_OPEN);
 			t->err[0] = 0;
+			t->rekey_at = t->wire_total + t->x->rekey_bytes;
 			snprintf(t->desc, sizeof(t->desc), "%s %s", SSL_get_version(ssl),
 				 SSL_get_cipher_name(ssl));
 			net_peer_host(c->fd, host);
@@ -785,6 +793,16 @@ void tls_seal(struct net_conn *c)
 
 	if (t->st != TLS_OPEN)
 		return;
+	if (t->wire_total >= t->rekey_at) {
+		/* new keys both ways; the KeyUpdate goes out before the next
+		 * record, the peer answers with its own */
+		if (SSL_key_update(t->ssl, SSL_KEY_UPDATE_REQUESTED) != 1) {
+			fail_ssl(c, 0, "key update");
+			return;
+		}
+		t->rekeys++;
+		t->rekey_at = t->wire_total + t->x->rekey_bytes;
+	}
 	while (t->wire_total - t->wire_sent < NET_TLS_SEAL_AHEAD) {
 		struct net_tx *tx = c->txq_head;
 		bool whole = true;

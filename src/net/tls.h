@@ -21,9 +21,10 @@
  * Invariants:
  *   T1. Plaintext reaches the owner only in OPEN, and never after FAILED:
  *       tls_fail aborts the connection before anything more is parsed.
- *   T2. Owner output is sealed only in OPEN, in queue order, and at most
- *       NET_TLS_SEAL_AHEAD ciphertext bytes ahead of what the socket took,
- *       so foreground output still overtakes the background queue.
+ *   T2. Owner output is sealed only in OPEN, in queue order, and only while
+ *       less than NET_TLS_SEAL_AHEAD ciphertext bytes wait for the socket
+ *       (one SSL_write of at most 64 KiB may pass it), so foreground output
+ *       still overtakes the background queue.
  *   T3. A plaintext net_tx completes (done) once the last ciphertext byte
  *       that carries it left, or with an error when the connection died.
  *   T4. Ciphertext leaves in the order OpenSSL produced it: one queue.
@@ -52,6 +53,10 @@
 #define NET_TLS_SMALL (8u * 1024u)
 #define NET_TLS_STAGE (16u * 1024u)
 #define NET_TLS_CIN (256u * 1024u) /* ciphertext received, not yet decrypted */
+/* Both directions take new keys (KeyUpdate) after this much output: far
+ * below what AES-GCM may carry under one key (RFC 8446 5.5: 2^24.5 full
+ * records, about 390 GB), which one replication connection can reach. */
+#define NET_TLS_REKEY_BYTES (64ull << 30)
 
 struct net_tls_opts {
 	/* all three, or none: PSKs only */
@@ -70,6 +75,8 @@ int net_tls_ctx_new(const struct net_tls_opts *o, struct net_tls_ctx **out, char
  * takes whichever the peer names. 0 or -errno. */
 int net_tls_ctx_add_cluster(struct net_tls_ctx *x, const char *cluster, const char *secret);
 bool net_tls_ctx_uses_certs(const struct net_tls_ctx *x);
+/* Tests: rekey after this many bytes instead of NET_TLS_REKEY_BYTES. */
+void net_tls_ctx_set_rekey(struct net_tls_ctx *x, uint64_t bytes);
 void net_tls_ctx_free(struct net_tls_ctx *x); /* NULL: no-op */
 
 /* A blocking TLS client on a connected blocking socket, for command-line
@@ -104,6 +111,8 @@ struct net_tls {
 	struct tls_chunk *wtail, *free_chunks;
 	unsigned nfree;
 	uint64_t wire_total, wire_sent; /* ciphertext bytes produced / sent */
+	uint64_t rekey_at;              /* wire_total that asks for new keys */
+	uint64_t rekeys;
 	/* owner items sealed, waiting for their ciphertext to leave (T3);
 	 * from `unassigned` on, their end is not known yet (in the stage) */
 	struct net_tx *sealed_head, **sealed_tail, *unassigned;

@@ -32,6 +32,7 @@ C2=$T/it2.ini
 	echo "witness-dir = $T/w"
 	echo "witness-timeout = 10"
 	echo "quorum-timeout = 20"
+	[ -z "${TANDEM_TLS:-}" ] || echo "tls = $TANDEM_TLS" # (as write_config2)
 	for n in c d; do
 		echo
 		echo "[node $n]"

@@ -1,10 +1,12 @@
 /* TLS under net_conn (src/net/tls.c): the PSK derivation against a value
  * computed independently (RFC 5869 by hand), and pairs of real connections
  * on one event loop over socketpairs: messages both ways, large ones into
- * net_rx_direct destinations (T1, T3); a byte flipped between the ends
- * ends the connection before anything after it reaches the owner (T1);
- * another cluster's key fails the handshake at both ends; a plaintext peer
- * gets the acceptor's refusal and a plaintext acceptor sees a TLS hello. */
+ * net_rx_direct destinations (T1, T3), also across key updates; a byte
+ * flipped between the ends ends the connection before anything after it
+ * reaches the owner (T1); another cluster's key fails the handshake at both
+ * ends; a plaintext peer gets the acceptor's refusal and a plaintext
+ * acceptor sees a TLS hello; with certificates (made by the openssl tool),
+ * one CA links and another is refused either way. */
 #include "unit.h"
 
 #include <errno.h>
@@ -317,6 +319,37 @@ static void test_roundtrip(void **st)
 	free(y);
 }
 
+/* Keys change every 64 KiB of output (KeyUpdate both ways) while 3 MiB
+ * cross in each direction: nothing is lost or altered. */
+static void test_rekey(void **st)
+{
+	struct pair p;
+	size_t big = 3u << 20;
+	uint8_t *x = random_bytes(big), *y = random_bytes(big);
+	struct net_tls_ctx *xc = ctx("test-secret"), *xs = ctx("test-secret");
+	(void)st;
+
+	net_tls_ctx_set_rekey(xc, 64 * 1024);
+	net_tls_ctx_set_rekey(xs, 64 * 1024);
+	pair_open(&p, xc, xs, NULL);
+	send_msg(&p.cli, x, (uint32_t)big, NULL);
+	send_msg(&p.srv, y, (uint32_t)big, NULL);
+	send_msg(&p.cli, "tail", 4, NULL);
+	send_msg(&p.srv, "tail", 4, NULL);
+	want_msgs = 2;
+	run(&p, got_msgs);
+	assert_int_equal(p.srv.got_len, big + 4);
+	assert_memory_equal(p.srv.got, x, big);
+	assert_int_equal(p.cli.got_len, big + 4);
+	assert_memory_equal(p.cli.got, y, big);
+	assert_true(p.cli.c.tls->rekeys >= 10);
+	assert_true(p.srv.c.tls->rekeys >= 10);
+	assert_null(net_conn_error(&p.srv.c));
+	pair_close(&p);
+	free(x);
+	free(y);
+}
+
 static void test_flipped_byte(void **st)
 {
 	struct pair p;
@@ -396,12 +429,98 @@ static void test_plain_peer(void **st)
 	pair_close(&p);
 }
 
+/* ---- certificates (tls-cert, tls-key, tls-ca) ---- */
+
+/* A CA and a node certificate signed by it, made with the openssl tool in
+ * dir: PREFIX-ca.pem, PREFIX.pem, PREFIX.key. False when the tool is
+ * missing (the test is then skipped). */
+static bool make_certs(const char *dir, const char *prefix)
+{
+	char cmd[2048];
+
+	snprintf(cmd, sizeof(cmd),
+		 "(cd '%s' && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 "
+		 "-nodes -keyout %s-ca.key -out %s-ca.pem -days 2 -subj /CN=%s-ca && "
+		 "openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout %s.key "
+		 "-out %s.csr -subj /CN=%s-node && openssl x509 -req -in %s.csr -CA %s-ca.pem "
+		 "-CAkey %s-ca.key -CAcreateserial -out %s.pem -days 2) >/dev/null 2>&1",
+		 dir, prefix, prefix, prefix, prefix, prefix, prefix, prefix, prefix, prefix,
+		 prefix);
+	return system(cmd) == 0;
+}
+
+static struct net_tls_ctx *cert_ctx(const char *dir, const char *node, const char *ca)
+{
+	char cert[512], key[512], cafile[512], err[256];
+	struct net_tls_opts o = { .cert = cert, .key = key, .ca = cafile };
+	struct net_tls_ctx *x = NULL;
+
+	snprintf(cert, sizeof(cert), "%s/%s.pem", dir, node);
+	snprintf(key, sizeof(key), "%s/%s.key", dir, node);
+	snprintf(cafile, sizeof(cafile), "%s/%s-ca.pem", dir, ca);
+	assert_int_equal(net_tls_ctx_new(&o, &x, err, sizeof(err)), 0);
+	assert_true(net_tls_ctx_uses_certs(x));
+	return x;
+}
+
+static void test_certificates(void **st)
+{
+	char *dir = unit_mkdtemp("tls");
+	char err[256], missing[600];
+	struct net_tls_opts o = { .cert = missing, .key = missing, .ca = missing };
+	struct net_tls_ctx *x = NULL;
+	struct pair p;
+	(void)st;
+
+	if (!make_certs(dir, "one") || !make_certs(dir, "two")) {
+		unit_rmtree(dir);
+		free(dir);
+		skip();
+	}
+	/* both ends with certificates of one CA: the link comes up */
+	pair_open(&p, cert_ctx(dir, "one", "one"), cert_ctx(dir, "one", "one"), NULL);
+	send_msg(&p.cli, "hello", 5, NULL);
+	send_msg(&p.srv, "back", 4, NULL);
+	want_msgs = 1;
+	run(&p, got_msgs);
+	assert_int_equal(p.srv.msgs, 1);
+	assert_int_equal(p.cli.msgs, 1);
+	assert_string_equal(net_conn_tls_desc(&p.cli.c), "TLSv1.3 TLS_AES_128_GCM_SHA256");
+	pair_close(&p);
+
+	/* a dialer whose certificate another CA signed is refused */
+	pair_open(&p, cert_ctx(dir, "two", "one"), cert_ctx(dir, "one", "one"), NULL);
+	send_msg(&p.cli, "hello", 5, NULL);
+	run(&p, both_closed);
+	assert_true(both_closed(&p));
+	assert_int_equal(p.srv.msgs, 0);
+	assert_non_null(strstr(net_conn_error(&p.srv.c), "peer certificate"));
+	pair_close(&p);
+
+	/* an acceptor whose certificate another CA signed: the dialer refuses */
+	pair_open(&p, cert_ctx(dir, "one", "one"), cert_ctx(dir, "two", "two"), NULL);
+	send_msg(&p.cli, "hello", 5, NULL);
+	run(&p, both_closed);
+	assert_int_equal(p.srv.msgs, 0);
+	assert_non_null(strstr(net_conn_error(&p.cli.c), "peer certificate"));
+	pair_close(&p);
+
+	/* a file that does not load: the key it belongs to is named */
+	snprintf(missing, sizeof(missing), "%s/none.pem", dir);
+	assert_int_equal(net_tls_ctx_new(&o, &x, err, sizeof(err)), -EINVAL);
+	assert_null(x);
+	assert_non_null(strstr(err, "tls-cert"));
+	unit_rmtree(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_psk_derive),   cmocka_unit_test(test_roundtrip),
-		cmocka_unit_test(test_flipped_byte), cmocka_unit_test(test_wrong_key),
-		cmocka_unit_test(test_plain_peer),
+		cmocka_unit_test(test_rekey),        cmocka_unit_test(test_flipped_byte),
+		cmocka_unit_test(test_wrong_key),    cmocka_unit_test(test_plain_peer),
+		cmocka_unit_test(test_certificates),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
