@@ -35,7 +35,7 @@
 #include "net_int.h"
 
 #define TLS_CHUNKS_KEPT 8            /* idle ciphertext chunks a connection keeps */
-#define TLS_WRITE_MAX (64u * 1024u) /* one SSL_write straight from the owner (T2) */
+#define TLS_WRITE_MAX (64u * 1024u)  /* one SSL_write straight from the owner (T2) */
 
 struct tls_psk {
 	char identity[NET_TLS_IDENT_MAX];
