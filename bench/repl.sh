@@ -212,7 +212,7 @@ start_tandem() { # [tls]: the pair "tandem", or with tls the pair "tandemtls"
 [cluster]
 name = bench-$tls
 secret = bench-$$-$RANDOM
-tls = $tls
+$([ $tls = on ] && echo "tls = on")
 
 [node a]
 replication = $IPA:$rport
