@@ -30,30 +30,7 @@ proxy_start
 start_pair
 proxy rate 20mbit
 
-cat >"$T/writer.py" <<'PY'
-import os, random, struct, sys
-sys.path.insert(0, os.environ["TANDEM_TOOLS"])
-from nbdclient import connect, recvall
-port, nblk, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-order = list(range(nblk)); random.Random(7).shuffle(order)
-writes = (order + order[::-1]) * 10
-s, _ = connect("127.0.0.1", port)
-done = 0
-try:
-    for n, blk in enumerate(writes, start=1):
-        data = struct.pack("<QQ", n, blk) * 256
-        s.sendall(struct.pack(">IHHQQI", 0x25609513, 0, 1, n, blk * 4096, 4096) + data)
-        magic, err, h = struct.unpack(">IIQ", recvall(s, 16))
-        if err:
-            sys.exit("write %d failed: %d" % (n, err))
-        done = n
-        with open(out + ".tmp", "w") as f:
-            f.write("%d\n" % done)
-        os.rename(out + ".tmp", out)
-except (ConnectionError, OSError):
-    pass
-PY
-python3 "$T/writer.py" "${NBDP[a]}" "$NBLK" "$T/acked" 2>"$T/writer.err" &
+python3 "$TANDEM_TOOLS/stampwriter.py" write "${NBDP[a]}" "$NBLK" "$T/acked" 2>"$T/writer.err" &
 wpid=$!
 track "$wpid"
 wait_for b "p['replication'] == 'behind' and v['consistent_copy'] is not None" 60
@@ -71,33 +48,7 @@ wait_for b "p['connection'] != 'connected'" 30
 ctl_on b primary vol0 --force >/dev/null || fail "b: primary --force failed"
 [ "$(jfield b "v['role']")" = primary ] || fail "b did not become primary"
 stop b
-python3 - "$T/xfs/vol0.img" "$NBLK" "$acked" <<'PY' || fail "b's image is not a prefix of a's writes"
-import random, struct, sys
-img, nblk, acked = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-order = list(range(nblk)); random.Random(7).shuffle(order)
-writes = (order + order[::-1]) * 10
-with open(img, "rb") as f:
-    data = f.read(nblk * 4096).ljust(nblk * 4096, b"\0")
-seen = {}
-for blk in range(nblk):
-    b = data[blk * 4096:(blk + 1) * 4096]
-    if b == b"\0" * 4096:
-        seen[blk] = 0
-        continue
-    n, bb = struct.unpack("<QQ", b[:16])
-    if bb != blk or b != struct.pack("<QQ", n, blk) * 256 or not 1 <= n <= len(writes) or writes[n - 1] != blk:
-        sys.exit("block %d holds a torn or foreign write (n=%d)" % (blk, n))
-    seen[blk] = n
-K = max(seen.values())
-want = {blk: 0 for blk in range(nblk)}
-for n in range(1, K + 1):
-    want[writes[n - 1]] = n
-bad = [blk for blk in range(nblk) if seen[blk] != want[blk]]
-if bad:
-    blk = bad[0]
-    sys.exit("not a prefix: newest write on b is %d, but block %d holds %d instead of %d (%d blocks wrong)" % (K, blk, seen[blk], want[blk], len(bad)))
-print("b restored the first %d of %d acknowledged writes" % (K, acked), file=sys.stderr)
-PY
+python3 "$TANDEM_TOOLS/stampwriter.py" check "$T/xfs/vol0.img" "$NBLK" "$acked" || fail "b's image is not a prefix of a's writes"
 grep -q "consistent image kept before the resync" "$T/b.log" ||
 	fail "b did not start from its kept copy"
 if [ -e "$copy" ]; then fail "the copy is still there after it was restored"; fi
