@@ -138,36 +138,8 @@ except Exception:
     pass' "$j" "$1"
 }
 
-# accepts INI: 0 when tandemd starts as node a with INI; 1 when it refuses it
-# with a configuration error (the error then in $W/probe.why).
-accepts() {
-	local p rc
-	rm -rf "$W/a"
-	"$BIN/tandemd" -c "$1" -n a -f 2> "$W/probe.log" &
-	p=$!
-	PIDS+=("$p")
-	for _ in $(seq 100); do
-		if ! kill -0 "$p" 2>/dev/null; then
-			rc=0
-			wait "$p" || rc=$?
-			forget "$p"
-			if grep -q "^tandemd: $1:[0-9]*: " "$W/probe.log"; then
-				grep "^tandemd: $1:[0-9]*: " "$W/probe.log" | head -n 1 |
-					sed "s|^tandemd: $1:|line |" > "$W/probe.why"
-				return 1
-			fi
-			die "tandemd exited with $rc on $1: $(tail -n 3 "$W/probe.log" | tr '\n' ' ')"
-		fi
-		if "$BIN/tandemctl" -c "$1" -n a ping >/dev/null 2>&1; then
-			stop_pids "$p"
-			forget "$p"
-			rm -rf "$W/a"
-			return 0
-		fi
-		sleep 0.1
-	done
-	die "tandemd did not answer ping with $1 (log: $(tail -n 3 "$W/probe.log" | tr '\n' ' '))"
-}
+# accepts INI: see accepts_in in bench/lib-link.sh (node a on loopback).
+accepts() { accepts_in "$1"; }
 
 # Two link proxies with the same delay: px in front of b's replication port,
 # and pr in front of an echo server (rttprobe.py), through which a 4 KiB

@@ -161,3 +161,37 @@ PY
 	wait "$p"
 	cat "$W/goodput.out"
 }
+
+# accepts_in INI [PREFIX...]: 0 when tandemd starts as node a with INI (run
+# as PREFIX tandemd ..., e.g. `ip netns exec NS`; on a fresh data directory
+# $W/a, stopped again at once); 1 when it refuses INI with a configuration
+# error, which is then in $W/probe.why. Any other failure ends the run.
+accepts_in() {
+	local ini=$1 p rc
+	shift
+	rm -rf "$W/a"
+	"$@" "$BIN/tandemd" -c "$ini" -n a -f 2> "$W/probe.log" &
+	p=$!
+	PIDS+=("$p")
+	for _ in $(seq 100); do
+		if ! kill -0 "$p" 2>/dev/null; then
+			rc=0
+			wait "$p" || rc=$?
+			forget "$p"
+			if grep -q "^tandemd: $ini:[0-9]*: " "$W/probe.log"; then
+				grep "^tandemd: $ini:[0-9]*: " "$W/probe.log" | head -n 1 |
+					sed "s|^tandemd: $ini:|line |" > "$W/probe.why"
+				return 1
+			fi
+			die "tandemd exited with $rc on $ini: $(tail -n 3 "$W/probe.log" | tr '\n' ' ')"
+		fi
+		if "$BIN/tandemctl" -c "$ini" -n a ping >/dev/null 2>&1; then
+			stop_pids "$p"
+			forget "$p"
+			rm -rf "$W/a"
+			return 0
+		fi
+		sleep 0.1
+	done
+	die "tandemd did not answer ping with $ini (log: $(tail -n 3 "$W/probe.log" | tr '\n' ' '))"
+}

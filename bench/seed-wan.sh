@@ -148,38 +148,8 @@ write_pair() {
 }
 
 # ---------------------------------------------------------------- probes
-# accepts INI: 0 when tandemd starts as node a with INI (in namespace A, on a
-# fresh data directory, stopped again at once); 1 when it refuses INI with a
-# configuration error, which is then in $W/probe.why. Any other failure ends
-# the run.
-accepts() {
-	local p rc
-	rm -rf "$W/a"
-	ip netns exec "$NA" "$BIN/tandemd" -c "$1" -n a -f 2> "$W/probe.log" &
-	p=$!
-	PIDS+=("$p")
-	for _ in $(seq 100); do
-		if ! kill -0 "$p" 2>/dev/null; then
-			rc=0
-			wait "$p" || rc=$?
-			forget "$p"
-			if grep -q "^tandemd: $1:[0-9]*: " "$W/probe.log"; then
-				grep "^tandemd: $1:[0-9]*: " "$W/probe.log" | head -n 1 |
-					sed "s|^tandemd: $1:|line |" > "$W/probe.why"
-				return 1
-			fi
-			die "tandemd exited with $rc on $1: $(tail -n 3 "$W/probe.log" | tr '\n' ' ')"
-		fi
-		if "$BIN/tandemctl" -c "$1" -n a ping >/dev/null 2>&1; then
-			stop_pids "$p"
-			forget "$p"
-			rm -rf "$W/a"
-			return 0
-		fi
-		sleep 0.1
-	done
-	die "tandemd did not answer ping with $1 (log: $(tail -n 3 "$W/probe.log" | tr '\n' ' '))"
-}
+# accepts INI: see accepts_in in bench/lib-link.sh; node a starts in namespace A.
+accepts() { accepts_in "$1" ip netns exec "$NA"; }
 
 # Compression first (unset: lz4 if accepted, else none), then each mode's
 # whole configuration: a mode whose configuration this tandemd refuses (tls =
