@@ -22,7 +22,7 @@ CFLAGS_BASE := -std=gnu11 -g $(OPT) -Wall -Wextra -Werror -Wshadow -Wpointer-ari
 	-Wstrict-prototypes -Wmissing-prototypes \
 	-Wno-format-truncation -D_GNU_SOURCE -MMD -MP
 override CFLAGS := $(CFLAGS_BASE) $(SANFLAGS) $(EXTRA_CFLAGS)
-LDLIBS := -luring -linih -lssl -lcrypto -llz4 -lzstd
+LDLIBS := -luring -linih -lssl -lcrypto -llz4 -lzstd -pthread
 override LDFLAGS := $(SANFLAGS) $(EXTRA_LDFLAGS)
 
 LIB_SRC := $(wildcard src/common/*.c src/ev/*.c src/net/*.c src/bs/*.c src/md/*.c \

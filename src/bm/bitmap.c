@@ -13,6 +13,7 @@
 #include "../common/util.h"
 
 #define PAGE 4096u
+#define BM_LAZY_NS (1000000000ull) /* B7: a covered change bit waits at most this */
 #define WORDS_PER_PAGE (PAGE / 8u)
 
 enum { P_CLEAN = 0, P_DIRTY = 1, P_FLUSHING = 2, P_FLUSHING_DIRTY = 3 };
@@ -32,6 +33,10 @@ struct bm {
 	uint64_t *oos, *disk, *touched, *al;
 	uint64_t *cand, *cand_al;
 	uint64_t *al_hold; /* extents that gained a change bit since prepare */
+	uint64_t *al_dur;  /* AL bits durable as set on disk (B5) */
+	uint64_t *al_snap; /* AL words as the flush in flight writes them */
+	uint64_t *al_used; /* AL extents written to since they entered it (B6) */
+	uint64_t seq_end, seq_run; /* the sequential run of intents (B6) */
 	uint8_t *pstate;
 	uint64_t oos_count;
 	/* flush machinery (B4) */
@@ -42,6 +47,8 @@ struct bm {
 	struct bm_pop sync_op;
 	struct list wait_next, wait_cur;
 	struct ev_deferred kick;
+	bool urgent;          /* a dirty page holds a change the AL does not cover */
+	struct ev_timer lazy; /* writes the other dirty pages (B7) */
 	/* clean: the stage after the bitmap write */
 	struct bm_waiter clean_w;
 	struct bm_waiter *clean_user;
@@ -77,19 +84,43 @@ static void kick_fn(struct ev_deferred *d)
 		flush_start(bm);
 }
 
-static void page_mark(struct bm *bm, uint64_t p)
+static void lazy_fn(struct ev_timer *t)
+{
+	struct bm *bm = container_of(t, struct bm, lazy);
+	ev_defer(bm->ev, &bm->kick);
+}
+
+/* Page p changed; urgent: flush now, else within BM_LAZY_NS (B7). */
+static void page_mark_as(struct bm *bm, uint64_t p, bool urgent)
 {
 	if (bm->pstate[p] == P_CLEAN)
 		bm->pstate[p] = P_DIRTY;
 	else if (bm->pstate[p] == P_FLUSHING)
 		bm->pstate[p] = P_FLUSHING_DIRTY;
-	ev_defer(bm->ev, &bm->kick);
+	if (urgent) {
+		bm->urgent = true;
+		ev_defer(bm->ev, &bm->kick);
+	} else if (!bm->lazy.armed) {
+		ev_timer_arm(bm->ev, &bm->lazy, BM_LAZY_NS);
+	}
+}
+
+static void page_mark(struct bm *bm, uint64_t p)
+{
+	page_mark_as(bm, p, true);
 }
 
 /* Bitmap word i changed. */
 static void word_dirty(struct bm *bm, uint64_t i)
 {
 	page_mark(bm, bm->al_pages + i / WORDS_PER_PAGE);
+}
+
+/* Extent i (bitmap word i) is in the AL on disk, and stays there until its
+ * change bits are (B3). */
+static bool al_covers(const struct bm *bm, uint64_t i)
+{
+	return (bm->al[i / 64] & bm->al_dur[i / 64]) >> (i % 64) & 1;
 }
 
 /* AL word j (bits for extents 64j..64j+63) changed. */
@@ -167,10 +198,13 @@ int bm_open(struct ev_loop *ev, int fd, uint64_t al_off, uint64_t al_bytes, uint
 	bm->cand = calloc(bm->nwords, 8);
 	bm->cand_al = calloc(bm->al_words, 8);
 	bm->al_hold = calloc(bm->al_words, 8);
+	bm->al_dur = calloc(bm->al_pages * WORDS_PER_PAGE, 8);
+	bm->al_snap = calloc(bm->al_pages * WORDS_PER_PAGE, 8);
+	bm->al_used = calloc(bm->al_words, 8);
 	bm->pstate = calloc(bm->npages, 1);
 	bm->pops = calloc(bm->npages, sizeof(*bm->pops));
-	if (!bm->disk || !bm->al || !bm->oos || !bm->touched || !bm->cand || !bm->cand_al || !bm->al_hold ||
-	    !bm->pstate || !bm->pops) {
+	if (!bm->disk || !bm->al || !bm->oos || !bm->touched || !bm->cand || !bm->cand_al ||
+	    !bm->al_hold || !bm->al_dur || !bm->al_snap || !bm->al_used || !bm->pstate || !bm->pops) {
 		bm_free(bm);
 		return -ENOMEM;
 	}
@@ -179,6 +213,7 @@ int bm_open(struct ev_loop *ev, int fd, uint64_t al_off, uint64_t al_bytes, uint
 	list_init(&bm->wait_next);
 	list_init(&bm->wait_cur);
 	bm->kick.fn = kick_fn;
+	bm->lazy.fn = lazy_fn;
 	if (load) {
 		if ((r = read_area(fd, bm->disk, bytes, off)) ||
 		    (r = read_area(fd, bm->al, bm->al_pages * PAGE, al_off))) {
@@ -201,6 +236,9 @@ int bm_open(struct ev_loop *ev, int fd, uint64_t al_off, uint64_t al_bytes, uint
 						word_dirty(bm, i);
 					}
 				}
+			/* the extents stay in the AL, as they are on disk */
+			memcpy(bm->al_dur, bm->al, bm->al_words * 8);
+			memcpy(bm->al_used, bm->al, bm->al_words * 8);
 		} else if (bm->al_words) {
 			for (uint64_t j = 0; j < bm->al_words; j++)
 				if (bm->al[j]) {
@@ -220,6 +258,7 @@ void bm_free(struct bm *bm)
 	if (!bm)
 		return;
 	ev_undefer(bm->ev, &bm->kick);
+	ev_timer_cancel(bm->ev, &bm->lazy);
 	free(bm->disk);
 	free(bm->al);
 	free(bm->oos);
@@ -227,6 +266,9 @@ void bm_free(struct bm *bm)
 	free(bm->cand);
 	free(bm->cand_al);
 	free(bm->al_hold);
+	free(bm->al_dur);
+	free(bm->al_snap);
+	free(bm->al_used);
 	free(bm->pstate);
 	free(bm->pops);
 	free(bm);
@@ -256,6 +298,45 @@ static void regions(const struct bm *bm, uint64_t off, uint64_t len, uint64_t *f
 		}                                                               \
 	} while (0)
 
+/* Extents of a sequential run set ahead of it at most (B6). */
+#define AL_AHEAD_MAX (64ull << 20)
+
+/* B6: a run of sequential writes gets the AL bits of the extents ahead of it
+ * set now, flushed in the background, so that it finds them durable when it
+ * gets there instead of waiting for one AL write per extent. The window
+ * starts once the run spans two extents, is four times the run (up to
+ * AL_AHEAD_MAX bytes) and is topped up once the run is past half of it: one
+ * AL write per half window. */
+static void al_ahead(struct bm *bm, uint64_t off, uint64_t len)
+{
+	uint64_t ext_shift = bm->shift + 6, last, win, end, mid;
+	bool dirty = false;
+
+	bm->seq_run = off == bm->seq_end ? bm->seq_run + len : len;
+	bm->seq_end = off + len;
+	if (bm->seq_run < (2ull << ext_shift))
+		return;
+	last = (off + len - 1) >> ext_shift;
+	win = MIN(bm->seq_run * 4, AL_AHEAD_MAX) >> ext_shift;
+	if (win == 0)
+		win = 1;
+	end = MIN(last + win, bm->nwords - 1);
+	mid = last + (win + 1) / 2;
+	if (end <= last || (mid <= end && ((bm->al[mid / 64] >> (mid % 64)) & 1)))
+		return; /* at the end of the volume, or still inside the window */
+	for (uint64_t i = last + 1; i <= end; i++) {
+		uint64_t j = i / 64, bit = 1ull << (i % 64);
+		bm->al_hold[j] |= bit; /* kept through the next clean round */
+		if (!(bm->al[j] & bit)) {
+			bm->al[j] |= bit;
+			dirty = true;
+		}
+	}
+	if (dirty)
+		for (uint64_t j = (last + 1) / 64; j <= end / 64; j++)
+			al_dirty(bm, j);
+}
+
 bool bm_intent(struct bm *bm, uint64_t off, uint64_t len, struct bm_waiter *w)
 {
 	uint64_t a, b;
@@ -266,18 +347,23 @@ bool bm_intent(struct bm *bm, uint64_t off, uint64_t len, struct bm_waiter *w)
 	regions(bm, off, len, &a, &b);
 	FOR_WORDS(a, b, i, m, {
 		uint64_t j = i / 64, bit = 1ull << (i % 64);
-		uint8_t st;
+		uint8_t st = bm->pstate[j / WORDS_PER_PAGE];
 		bm->touched[i] |= m;
+		bm->al_used[j] |= bit;
+		if ((bm->al[j] & bit) && (bm->al_dur[j] & bit))
+			continue; /* B5: durable, whatever else the page waits for */
+		if ((bm->al[j] & bit) && (bm->al_snap[j] & bit) &&
+		    (st == P_FLUSHING || st == P_FLUSHING_DIRTY)) {
+			need = need ? need : 2; /* in the flush in flight */
+			continue;
+		}
 		if (!(bm->al[j] & bit)) {
 			bm->al[j] |= bit;
 			al_dirty(bm, j);
 		}
-		st = bm->pstate[j / WORDS_PER_PAGE];
-		if (st == P_DIRTY || st == P_FLUSHING_DIRTY)
-			need = 1;
-		else if (st == P_FLUSHING && need == 0)
-			need = 2;
+		need = 1;
 	});
+	al_ahead(bm, off, len);
 	if (need == 0)
 		return true;
 	list_add_tail(need == 1 ? &bm->wait_next : &bm->wait_cur, &w->link);
@@ -294,7 +380,8 @@ static void or_word(struct bm *bm, uint64_t i, uint64_t m)
 	bm->oos[i] |= m;
 	if ((bm->disk[i] & m) != m) {
 		bm->disk[i] |= m;
-		word_dirty(bm, i);
+		/* B7: the AL covers the bit until it is on disk */
+		page_mark_as(bm, bm->al_pages + i / WORDS_PER_PAGE, !al_covers(bm, i));
 	}
 }
 
@@ -310,8 +397,9 @@ void bm_set_oos(struct bm *bm, uint64_t off, uint64_t len)
 
 void bm_al_to_oos(struct bm *bm)
 {
+	/* B6: extents of a window that no write reached hold nothing new */
 	for (uint64_t i = 0; i < bm->nwords; i++)
-		if ((bm->al[i / 64] >> (i % 64)) & 1)
+		if (((bm->al[i / 64] & bm->al_used[i / 64]) >> (i % 64)) & 1)
 			or_word(bm, i, i == bm->nwords - 1 ? last_word_mask(bm) : ~0ull);
 }
 
@@ -443,6 +531,8 @@ static void clean_al(struct bm_waiter *w, int err)
 			m &= bm->al[j];
 			if (m) {
 				bm->al[j] &= ~m;
+				bm->al_dur[j] &= ~m;
+				bm->al_used[j] &= ~m;
 				al_dirty(bm, j);
 			}
 		}
@@ -483,9 +573,16 @@ static void flush_done(struct bm *bm)
 	struct list cur;
 
 	for (uint64_t p = 0; p < bm->npages; p++) {
+		if (bm->pstate[p] != P_FLUSHING && bm->pstate[p] != P_FLUSHING_DIRTY)
+			continue;
+		if (!err && p < bm->al_pages)
+			/* B5: what the snapshot had set is on disk now; AL bits
+			 * are cleared only while no flush is in flight. */
+			for (uint64_t j = p * WORDS_PER_PAGE; j < (p + 1) * WORDS_PER_PAGE; j++)
+				bm->al_dur[j] = bm->al_snap[j] & bm->al[j];
 		if (bm->pstate[p] == P_FLUSHING)
 			bm->pstate[p] = err ? P_DIRTY : P_CLEAN;
-		else if (bm->pstate[p] == P_FLUSHING_DIRTY)
+		else
 			bm->pstate[p] = P_DIRTY;
 	}
 	bm->flushing = false;
@@ -494,10 +591,14 @@ static void flush_done(struct bm *bm)
 	list_init(&cur);
 	list_splice_tail(&cur, &bm->wait_cur);
 	wake(&cur, err);
-	/* After a failed write, only new waiters retry (no busy loop on a dead disk). */
+	/* After a failed write, only new waiters retry (no busy loop on a dead
+	 * disk). Pages dirtied during the flush go now if a change needs it. */
 	for (uint64_t p = 0; p < bm->npages && !err; p++)
 		if (bm->pstate[p] == P_DIRTY) {
-			ev_defer(bm->ev, &bm->kick);
+			if (bm->urgent)
+				ev_defer(bm->ev, &bm->kick);
+			else if (!bm->lazy.armed)
+				ev_timer_arm(bm->ev, &bm->lazy, BM_LAZY_NS);
 			break;
 		}
 	if (!list_empty(&bm->wait_next))
@@ -532,10 +633,14 @@ static void flush_start(struct bm *bm)
 	unsigned n = 0;
 
 	bm->flush_err = 0;
+	bm->urgent = false; /* every dirty page goes now */
+	ev_timer_cancel(bm->ev, &bm->lazy);
 	for (uint64_t p = 0; p < bm->npages; p++) {
 		if (bm->pstate[p] != P_DIRTY)
 			continue;
 		bm->pstate[p] = P_FLUSHING;
+		if (p < bm->al_pages)
+			memcpy(bm->al_snap + p * WORDS_PER_PAGE, page_mem(bm, p), PAGE);
 		bm->pops[p].bm = bm;
 		bm->pops[p].op.cb = write_cb;
 		io_uring_prep_write(ev_sqe(bm->ev, &bm->pops[p].op), bm->fd, page_mem(bm, p), PAGE,
@@ -590,8 +695,14 @@ int bm_sync(struct bm *bm)
 	for (uint64_t j = 0; j < bm->al_words; j++)
 		if (bm->al[j]) {
 			bm->al[j] = 0;
+			bm->al_used[j] = 0;
 			al_dirty(bm, j);
 		}
 	ev_undefer(bm->ev, &bm->kick);
-	return write_pages(bm);
+	ev_timer_cancel(bm->ev, &bm->lazy);
+	bm->urgent = false;
+	r = write_pages(bm);
+	if (!r)
+		memcpy(bm->al_dur, bm->al, bm->al_words * 8);
+	return r;
 }

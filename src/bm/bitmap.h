@@ -21,6 +21,18 @@
  *   B3. An AL bit is cleared on disk only after the change bits of its extent
  *       are durable, and never while a write to the extent is in flight.
  *   B4. At most one flush (page writes + fdatasync) is in flight.
+ *   B5. A waiter waits only for its own extents: one whose AL bit is durable
+ *       (set on disk and not cleared since) goes at once, whatever else its
+ *       AL page waits for; one whose bit a flush in flight writes rides it.
+ *       AL bits are cleared only while no flush is in flight.
+ *   B6. A sequential run of intents spanning two extents has the AL bits of
+ *       the extents ahead of it set and flushed in the background: at most
+ *       AL_AHEAD_MAX bytes beyond its last write (what a crash adds to the
+ *       resync). They stay in the AL through the next clean round;
+ *       bm_al_to_oos() leaves out those no write has reached.
+ *   B7. A change bit whose extent is durable in the AL reaches the disk with
+ *       the next flush, or within BM_LAZY_NS; any other change is flushed at
+ *       once. (B3 keeps the extent in the AL until its bits are on disk.)
  * Owns: its memory; writes the AL and bitmap areas of the metadata fd given.
  * Never: closes that fd; touches the superblock slots. */
 #ifndef TANDEM_BM_BITMAP_H
@@ -61,9 +73,9 @@ bool bm_intent(struct bm *bm, uint64_t off, uint64_t len, struct bm_waiter *w);
 /* Marks [off, off+len) out of sync (every region it touches); the bits reach
  * the disk with the next flush (the AL covers them until then). */
 void bm_set_oos(struct bm *bm, uint64_t off, uint64_t len);
-/* Marks every region of every extent in the AL out of sync: what the peer
- * may lack when it can no longer be trusted to have kept what it
- * acknowledged (it was lost, or failed a flush). */
+/* Marks every region of every extent in the AL that was written to out of
+ * sync: what the peer may lack when it can no longer be trusted to have kept
+ * what it acknowledged (it was lost, or failed a flush). */
 void bm_al_to_oos(struct bm *bm);
 /* Marks every bit out of sync (full sync). */
 void bm_set_all(struct bm *bm);

@@ -216,7 +216,9 @@ size_t ctl_status_json(const struct ctl_info *info, const char *only, char *out,
 			    "\"disk\":\"%s\",\"role\":\"%s\",\"out_of_sync_bytes\":%llu,"
 			    "\"sync_percent\":%.1f,\"resync_bytes_per_sec\":%llu,"
 			    "\"mode\":\"%s\",\"congestion\":\"%s\","
-			    "\"backlog_bytes\":%llu,\"lag_seconds\":%.3f,\"lag_bytes\":%llu,"
+			    "\"backlog_bytes\":%llu,\"backlog_reserved_bytes\":%llu,"
+			    "\"backlog_resident_bytes\":%llu,"
+			    "\"lag_seconds\":%.3f,\"lag_bytes\":%llu,"
 			    "\"consistent_point\":%s,\"eta_seconds\":%s,\"split_brain\":%s,"
 			    "\"error\":\"%s\",\"generation\":\"%016llx\","
 			    "\"bitmap_generation\":\"%016llx\","
@@ -242,7 +244,9 @@ size_t ctl_status_json(const struct ctl_info *info, const char *only, char *out,
 			    st.ahead     ? "ahead"
 			    : st.blocked ? "blocked"
 					 : "none",
-			    (unsigned long long)st.backlog_bytes, st.lag_seconds,
+			    (unsigned long long)st.backlog_bytes,
+			    (unsigned long long)st.backlog_reserved,
+			    (unsigned long long)st.backlog_resident, st.lag_seconds,
 			    (unsigned long long)st.lag_bytes, cp, eta,
 			    st.split_brain ? "true" : "false", e,
 			    (unsigned long long)st.gen_current, (unsigned long long)st.gen_bitmap,

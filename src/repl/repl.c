@@ -135,9 +135,11 @@ int repl_new(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned se
 	r->max_lag_ns = cv->async_max_lag_ms * 1000000ull;
 	r->congestion_block = cv->congestion_block;
 	r->ab_kick.fn = ab_kick_fn;
+	list_init(&r->ab_arena.fifo);
 	list_init(&r->ab_queue);
 	list_init(&r->ab_sent);
 	list_init(&r->ab_wait);
+	ab_reserve(r);
 	r->dial.fd = -1;
 	r->probe.fd = -1;
 	r->retry.fn = dial;
@@ -309,6 +311,8 @@ void repl_free(struct repl *r)
 		free(run);
 	}
 	bufpool_drain(&r->pool);
+	if (arena_empty(&r->ab_arena)) /* else entries outlive it: left mapped */
+		arena_fini(&r->ab_arena);
 	pack_free(r->pk);
 	r->v->repl = NULL;
 	r->v->repl_ops = NULL;

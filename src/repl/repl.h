@@ -141,6 +141,8 @@ struct repl_status {
 	bool async, ahead, blocked;
 	bool behind;                  /* sync target of a catch-up after the primary went ahead */
 	uint64_t backlog_bytes;       /* streamed, not yet acknowledged by the peer */
+	uint64_t backlog_reserved;    /* memory set aside for the backlog */
+	uint64_t backlog_resident;    /* ... of it resident so far */
 	uint64_t lag_bytes;           /* what the peer lacks: backlog and out-of-sync regions */
 	double lag_seconds;           /* the peer holds every write acknowledged before then */
 	uint64_t consistent_point_ns; /* CLOCK_REALTIME of that; 0 the peer holds none */

@@ -44,6 +44,7 @@
 #define AB_RS_SHARE (2u << 20) /* A5: stream bytes per resync request at most */
 #define AB_LAG_WARN 0.8        /* the lag event fires past this fraction of the bound */
 #define AB_PROBE_BYTES (256u << 10) /* async-max-lag: backlog let through before a rate is known */
+#define AB_ARENA_SLACK (4u << 20)   /* arena beyond async-backlog: headers, one large write */
 
 struct abent {
 	struct vol_io io; /* kind K_ASYNC: its slot, seq, header and net_tx */
@@ -98,7 +99,44 @@ uint64_t ab_lag_ns(const struct repl *r)
 
 static void ab_free(struct abent *e)
 {
-	free(e);
+	struct repl *r = e->r;
+
+	if (arena_owns(&r->ab_arena, e))
+		arena_free(&r->ab_arena, e);
+	else
+		free(e);
+}
+
+/* The arena for the backlog of an async volume: async-backlog and a little
+ * more, reserved and made resident from now on (a sync volume has none).
+ * Re-made on a change of mode or size once no entry lives in it. */
+void ab_reserve(struct repl *r)
+{
+	struct arena *a = &r->ab_arena;
+	size_t want = r->async ? ALIGN_UP(r->ab_cap + AB_ARENA_SLACK, 2u << 20) : 0;
+	int e;
+
+	if (arena_size(a) == want || !arena_empty(a))
+		return;
+	arena_fini(a);
+	if (!want)
+		return;
+	e = arena_init(a, want, true);
+	if (e < 0)
+		log_warn("volume %s: cannot reserve %zu bytes for the async backlog (%s); its "
+			 "entries come from the heap",
+			 r->v->name, want, strerror(-e));
+}
+
+/* An entry with room for len bytes of data, from the arena while it has
+ * room, else from the heap. */
+static struct abent *ab_alloc(struct repl *r, size_t len)
+{
+	struct abent *e;
+
+	ab_reserve(r);
+	e = arena_alloc(&r->ab_arena, sizeof(*e) + len);
+	return e ? e : malloc(sizeof(*e) + len);
 }
 
 static void ab_put(struct abent *e)
@@ -267,7 +305,7 @@ static bool ab_queue_io(struct repl *r, struct vol_io *io)
 
 	if (io->type == BS_WRITE ? io->len > REPL_MAX_DATA : io->len > UINT32_MAX - 4095)
 		return false;
-	e = malloc(sizeof(*e) + (data ? io->len : 0));
+	e = ab_alloc(r, data ? io->len : 0);
 	if (!e)
 		return false;
 	memset(e, 0, sizeof(*e));
@@ -502,6 +540,8 @@ void ab_status(const struct repl *r, struct repl_status *st)
 	st->ahead = r->ab_ahead;
 	st->blocked = r->ab_blocked;
 	st->backlog_bytes = r->ab_bytes;
+	st->backlog_reserved = arena_size(&r->ab_arena);
+	st->backlog_resident = arena_resident(&r->ab_arena);
 	st->lag_seconds = (double)lag / 1e9;
 	st->lag_bytes = r->ab_bytes + (r->ab_behind_ns || oos ? oos : 0);
 	/* the peer holds an earlier state of this copy as of then; during a
@@ -530,11 +570,13 @@ int repl_set(struct repl *r, const char *key, const char *val, char *msg, size_t
 			vol_event(r->v, "mode", r->async ? "async" : "sync", val, NULL);
 		}
 		r->async = a;
+		ab_reserve(r);
 	} else if (strcmp(key, "async-backlog") == 0) {
 		uint64_t b;
 		if (parse_size(val, &b) || b < (1u << 20))
 			goto bad;
 		r->ab_cap = b;
+		ab_reserve(r);
 	} else if (strcmp(key, "async-max-lag") == 0) {
 		char *end;
 		double d = strtod(val, &end);

@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 
 #include "../bm/bitmap.h"
+#include "../common/arena.h"
 #include "../common/bufpool.h"
 #include "../common/list.h"
 #include "../common/util.h"
@@ -265,6 +266,7 @@ struct repl {
 	bool behind;             /* secondary: the resync running is a catch-up after ahead */
 	bool ab_blocked;         /* writes wait for room */
 	bool ab_lag_warned;      /* the lag event said "warning" last */
+	struct arena ab_arena;   /* where entries live (heap when it is full) */
 	struct list ab_queue;    /* entries not yet handed to the connection */
 	struct list ab_sent;     /* ... handed to it, ack awaited */
 	struct list ab_wait;     /* front-end writes waiting (vol_rep.wlink) */
@@ -423,6 +425,7 @@ void clean_start(struct repl *r);
 
 /* repl_async.c: the asynchronous stream (A1-A6) */
 bool ab_empty(const struct repl *r);
+void ab_reserve(struct repl *r);
 uint64_t ab_lag_ns(const struct repl *r);
 /* fg_go's part: true when io goes on (fg_dispatch), false when it waits. */
 bool ab_submit(struct repl *r, struct vol_io *io, bool queued_already);

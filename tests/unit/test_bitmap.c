@@ -331,7 +331,8 @@ static void test_intent_during_flush(void **state)
 	assert_false(intent(bm, &a2, f, 1));
 	/* a new extent on that page: waits for the next flush */
 	assert_false(intent(bm, &b, f, 64));
-	/* the first extent again, now that the page is dirty again: next flush */
+	/* the first extent again, the page dirty again: its bit was set when
+	 * this flush started, so it rides this flush too (B5) */
 	assert_false(intent(bm, &c, f, 2));
 
 	for (unsigned pass = 0; pass < MAX_PASSES && !(a.calls && a2.calls && b.calls && c.calls);
@@ -343,11 +344,150 @@ static void test_intent_during_flush(void **state)
 	assert_int_equal(c.calls, 1);
 	assert_true(a.on_disk && a2.on_disk && b.on_disk && c.on_disk);
 	assert_int_equal(a.err | a2.err | b.err | c.err, 0);
-	/* a2 rode the first flush with a; b and c the second */
+	/* a2 and c rode the first flush with a; b the second */
 	assert_int_equal(a2.order, a.order + 1);
-	assert_true(b.order > a2.order);
-	assert_true(c.order > a2.order);
+	assert_int_equal(c.order, a2.order + 1);
+	assert_true(b.order > c.order);
 	assert_false(bm_busy(bm));
+	close_bm(f, bm);
+}
+
+/* B5: an extent durable in the AL goes ahead at once, even while its AL page
+ * waits to be written for another extent or is being written. */
+static void test_intent_durable_extent_never_waits(void **state)
+{
+	struct fx *f = *state;
+	struct bm *bm;
+	struct tw a, b, c;
+
+	assert_int_equal(open_bm(f, GIB, 4096, false, false, &bm), 0);
+	assert_false(intent(bm, &a, f, 0));
+	wait_all(f, &a, 1);
+	/* extent 1 is new: its page is dirty, extent 0 does not care */
+	assert_false(intent(bm, &b, f, 64));
+	assert_true(intent(bm, &c, f, 5));
+	/* and while that page is in flight */
+	assert_int_equal(ev_run_once(f->ev, 0), 0);
+	assert_true(bm_busy(bm));
+	assert_true(intent(bm, &c, f, 7));
+	wait_all(f, &b, 1);
+	assert_true(b.on_disk);
+	close_bm(f, bm);
+}
+
+/* Sequential intents of io bytes from off, n of them; returns how many had
+ * to wait for the AL. Between two intents the loop runs until no flush is in
+ * flight: a stream slower than the AL's flushes, so that the count does not
+ * depend on the disk's speed. */
+static unsigned stream(struct fx *f, struct bm *bm, uint64_t off, uint64_t io, unsigned n)
+{
+	unsigned waited = 0;
+	struct tw t;
+
+	for (unsigned i = 0; i < n; i++) {
+		tw_init(&t, f, (off + i * io) / bm_granularity(bm));
+		if (!bm_intent(bm, off + i * io, io, &t.w)) {
+			waited++;
+			wait_all(f, &t, 1);
+			assert_true(t.on_disk);
+		}
+		/* the background flush of the window, if one was started */
+		assert_int_equal(ev_run_once(f->ev, 0), 0);
+		for (unsigned pass = 0; pass < MAX_PASSES && bm_busy(bm); pass++)
+			assert_int_equal(ev_run_once(f->ev, PASS_NS), 0);
+	}
+	return waited;
+}
+
+/* B6: a sequential stream waits for the AL a few times at its start, not once
+ * per extent; random writes get no window; what a crash would count as
+ * active stays within the window. */
+static void test_al_window_sequential(void **state)
+{
+	struct fx *f = *state;
+	struct bm *bm;
+	uint64_t g = 64 * KIB, ext = 64 * g; /* 4 MiB extents */
+	unsigned waited;
+	uint64_t active = 0;
+
+	assert_int_equal(open_bm(f, 4 * GIB, (uint32_t)g, false, false, &bm), 0);
+	/* 512 MiB in 1 MiB writes: 128 extents */
+	waited = stream(f, bm, 0, MIB, 512);
+	/* extents 0 and 1, before the run spans two extents; none after */
+	assert_int_equal(waited, 2);
+	flush_wait(f, bm);
+	for (uint64_t e = 0; e < bm_words(bm); e++)
+		if ((file_al_word(f->fd, e / 64) >> (e % 64)) & 1) {
+			assert_true(e * ext < 512 * MIB + 64 * MIB); /* the window: 64 MiB */
+			active++;
+		}
+	assert_true(active >= 128);
+	assert_true(active <= 128 + 16);
+	/* nothing out of sync for it: the window is intent, not change; a lost
+	 * peer costs what was written, not the window */
+	assert_int_equal(bm_oos_count(bm), 0);
+	bm_al_to_oos(bm);
+	assert_int_equal(bm_oos_count(bm) * g, 512 * MIB);
+	close_bm(f, bm);
+
+	/* random 1 MiB writes far apart: one wait each, no window */
+	assert_int_equal(ftruncate(f->fd, 0), 0);
+	assert_int_equal(open_bm(f, 4 * GIB, (uint32_t)g, false, false, &bm), 0);
+	waited = 0;
+	for (unsigned i = 0; i < 16; i++) {
+		struct tw t;
+		uint64_t off = ((i * 37u) % 64) * 16 * ext;
+		tw_init(&t, f, off / g);
+		if (!bm_intent(bm, off, MIB, &t.w)) {
+			waited++;
+			wait_all(f, &t, 1);
+		}
+	}
+	assert_int_equal(waited, 16);
+	flush_wait(f, bm);
+	active = 0;
+	for (uint64_t j = 0; j < 4 * GIB / ext / 64; j++)
+		active += (uint64_t)__builtin_popcountll(file_al_word(f->fd, j));
+	assert_int_equal(active, 16);
+	close_bm(f, bm);
+}
+
+/* B7: a change bit in an extent the AL holds durably reaches the disk
+ * lazily (with the next flush, or within BM_LAZY_NS); one the AL does not
+ * cover goes at once. */
+static void test_lazy_change_bits(void **state)
+{
+	struct fx *f = *state;
+	struct bm *bm;
+	struct tw a;
+	uint64_t t0;
+	unsigned pass;
+
+	assert_int_equal(open_bm(f, GIB, 4096, false, false, &bm), 0);
+	assert_false(intent(bm, &a, f, 0));
+	wait_all(f, &a, 1);
+	/* covered: not written in the next passes */
+	bm_set_oos(bm, 3 * 4096, 4096);
+	assert_int_equal(ev_run_once(f->ev, 0), 0);
+	assert_int_equal(ev_run_once(f->ev, PASS_NS), 0);
+	assert_false(bm_busy(bm));
+	assert_false(file_bit(f->fd, 3));
+	/* but within the lazy delay */
+	t0 = now_ns();
+	for (pass = 0; pass < MAX_PASSES && !file_bit(f->fd, 3); pass++)
+		assert_int_equal(ev_run_once(f->ev, PASS_NS), 0);
+	assert_true(file_bit(f->fd, 3));
+	assert_true(now_ns() - t0 < 5ull * 1000 * 1000 * 1000);
+	/* not covered (extent 2 never had an intent): written at once */
+	bm_set_oos(bm, 200 * 4096, 4096);
+	for (pass = 0; pass < 1000 && !file_bit(f->fd, 200); pass++)
+		assert_int_equal(ev_run_once(f->ev, PASS_NS), 0);
+	assert_true(file_bit(f->fd, 200));
+	assert_true(now_ns() - t0 < 5ull * 1000 * 1000 * 1000);
+	/* a flush for a waiter takes the covered bits along */
+	bm_set_oos(bm, 5 * 4096, 4096);
+	flush_wait(f, bm);
+	assert_true(file_bit(f->fd, 5));
 	close_bm(f, bm);
 }
 
@@ -755,6 +895,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_intent_waits_for_flush, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_intent_group_commit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_intent_during_flush, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_intent_durable_extent_never_waits, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_al_window_sequential, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lazy_change_bits, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_oos_partial_chunks, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_next_oos, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_merge_words, setup, teardown),
