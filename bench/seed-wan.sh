@@ -26,7 +26,15 @@
 #   sync-tls      sync with tls = on
 # The -tls modes run on the links in TLS_LINKS only (default 0, unshaped;
 # "all" = every link). Baseline: a single-node Tandem volume in A (the
-# "single-node figure"), each kind, once per run.
+# "single-node figure"), each kind, once per run; beside it the same volume
+# with a FLUSH every FLUSH_MB (default 32) MiB (fio --fsync). A replicated
+# primary makes its activity log durable before it writes to new regions
+# (once per 32 MiB of a sequential stream: the log's window, bitmap.c B6);
+# where the disk has a volatile write cache and no FUA, every such flush also
+# waits for all the data written before it, so the flushed figure is the
+# disk's ceiling for a replicated primary. Async cells start writing once
+# the backlog's memory is resident (status backlog_resident_bytes), as on a
+# pair that has run for a while.
 # COMPRESSION=none|lz4|zstd goes into [cluster] for every replicated cell.
 # Unset, it is lz4 when this tandemd accepts the key and none (with a note)
 # when it does not; set to lz4 or zstd and not accepted, the replicated cells
@@ -51,7 +59,7 @@
 # Knobs: LINKS (Mbit/s, 0 = unshaped; default "0 100 50 10"), MODES, KINDS,
 # SIZE_MB (default 1024, also the volume size), CELL_MAX, RUNS (medians of N,
 # default 1), COMPRESSION, TLS_LINKS, ASYNC_BACKLOG, SMALL_BACKLOG,
-# LINKCHECK=0 (skip the TCP goodput check of each link), TANDEM_TIMEOUT (s to
+# LINKCHECK=0 (skip the TCP goodput check of each link), FLUSH_MB, TANDEM_TIMEOUT (s to
 # wait for the pair to connect, default 60), RESULTS=DIR (keep the result
 # lines, fio's JSON, the configurations and the daemons' logs there),
 # TANDEM_BUILD (default build).
@@ -75,6 +83,7 @@ TLS_LINKS=${TLS_LINKS:-0}
 ASYNC_BACKLOG=${ASYNC_BACKLOG:-$((SIZE_MB * 5 / 4 + 1))M}
 SMALL_BACKLOG=${SMALL_BACKLOG:-64M}
 LINKCHECK=${LINKCHECK:-1}
+FLUSH_MB=${FLUSH_MB:-32}
 TANDEM_TIMEOUT=${TANDEM_TIMEOUT:-60}
 
 for l in $LINKS; do [[ $l =~ ^[0-9]+$ ]] || die "LINKS: '$l' is not a number of Mbit/s (0 = unshaped)"; done
@@ -87,7 +96,7 @@ for k in $KINDS; do
 	case $k in zeros | random | compressible) ;; *) die "KINDS: unknown kind '$k'" ;; esac
 done
 case $COMPRESSION in "" | none | lz4 | zstd) ;; *) die "COMPRESSION: '$COMPRESSION' is not none, lz4 or zstd" ;; esac
-for v in RUNS SIZE_MB CELL_MAX TANDEM_TIMEOUT; do
+for v in RUNS SIZE_MB CELL_MAX TANDEM_TIMEOUT FLUSH_MB; do
 	[[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "$v: '${!v}' is not a positive number"
 done
 for v in ASYNC_BACKLOG SMALL_BACKLOG; do
@@ -209,12 +218,14 @@ start_pair() {
 		alive_or_die "$PID_A" "tandemd a" "$W/tandem-a.log"
 		alive_or_die "$PID_B" "tandemd b" "$W/tandem-b.log"
 		st=$(status_json)
-		[ "$(peer_field "$st" "p['connection'] == 'connected' and p['replication'] == 'established'")" = True ] &&
+		# established, and the backlog's memory resident (reserved when
+		# the volume starts: a pair that has run a while has it)
+		[ "$(peer_field "$st" "p['connection'] == 'connected' and p['replication'] == 'established' and p.get('backlog_resident_bytes', 0) >= p.get('backlog_reserved_bytes', 0)")" = True ] &&
 			return 0
 		sleep 0.2
 	done
 	echo "bench: $2: the pair did not reach connection=connected, replication=established" \
-		"within ${TANDEM_TIMEOUT}s. Last status: $st" >&2
+		"(and the async backlog's memory resident) within ${TANDEM_TIMEOUT}s. Last status: $st" >&2
 	tail -n 10 "$W/tandem-a.log" "$W/tandem-b.log" >&2 || true
 	exit 1
 }
@@ -268,16 +279,17 @@ kind_args() {
 	compressible) echo "--buffer_compress_percentage=50 --refill_buffers" ;;
 	esac
 }
-# write_all URI KIND OUT: SIZE_MB in 1 MiB writes at QD1, at most CELL_MAX s;
-# sets BYTES and MS (bytes written, fio's runtime in ms).
+# write_all URI KIND OUT [FIO ARGS...]: SIZE_MB in 1 MiB writes at QD1, at
+# most CELL_MAX s; sets BYTES and MS (bytes written, fio's runtime in ms).
 write_all() {
-	local v
+	local v uri=$1 kind=$2 out=$3
+	shift 3
 	# shellcheck disable=SC2046
 	fg_wait ip netns exec "$NA" timeout -k 10 $((CELL_MAX + 180)) fio --name=seed \
-		--ioengine=nbd --uri="$1" --rw=write --bs=1M --iodepth=1 --size="${SIZE_MB}M" \
-		--runtime="$CELL_MAX" $(kind_args "$2") --output-format=json > "$3" 2> "$W/fio.err" ||
-		die "fio ($2) against $1 failed: $(tail -n 3 "$W/fio.err" | tr '\n' ' ')"
-	v=$(python3 - "$3" <<'PY'
+		--ioengine=nbd --uri="$uri" --rw=write --bs=1M --iodepth=1 --size="${SIZE_MB}M" \
+		--runtime="$CELL_MAX" $(kind_args "$kind") "$@" --output-format=json > "$out" 2> "$W/fio.err" ||
+		die "fio ($kind) against $uri failed: $(tail -n 3 "$W/fio.err" | tr '\n' ' ')"
+	v=$(python3 - "$out" <<'PY'
 import json, sys
 t = open(sys.argv[1]).read()
 w = json.loads(t[t.index("{"):])["jobs"][0]["write"]  # skips the nbd engine's first line
@@ -338,15 +350,25 @@ cell() {
 	[ "${EARLY:-0}" = 0 ] || echo "#   (wait-sync answered in sync while a's backlog held ${EARLY} bytes)" >&2
 	stop_pair
 }
-single_cell() { # RUN KIND
-	local bytes ms
-	start_single "run $1 single $2"
-	drop_caches
-	write_all "$URI_single" "$2" "$W/fio-r$1-single-$2.json"
-	bytes=$BYTES ms=$MS
-	echo "cell $1 single 0 $2 $bytes $ms - - - - 0 0 0 0 0 -" >> "$RES"
-	report "$1" single 0 "$2" "$bytes" "$ms" - - - - - 0 -
-	stop_single
+# single_cell RUN KIND: the single-node baseline, as it is (single) and with
+# a FLUSH every FLUSH_MB (single-flush): the ceiling this machine's disk puts
+# on a writer that makes something durable as it goes, as a replicated
+# primary's activity log does.
+single_cell() {
+	local r=$1 k=$2 m f
+	for m in single single-flush; do
+		f=()
+		[ $m = single ] || f=(--fsync="$FLUSH_MB")
+		start_single "run $r $m $k"
+		drop_caches
+		write_all "$URI_single" "$k" "$W/fio-r$r-$m-$k.json" "${f[@]}"
+		baseline_line "$r" $m "$k"
+		stop_single
+	done
+}
+baseline_line() { # RUN MODE KIND, from BYTES and MS
+	echo "cell $1 $2 0 $3 $BYTES $MS - - - - 0 0 0 0 0 -" >> "$RES"
+	report "$1" "$2" 0 "$3" "$BYTES" "$MS" - - - - - 0 -
 }
 report() { # RUN MODE LINK KIND BYTES MS CONV CSECS PCT SAME WIRE PENDING CONGESTION
 	python3 - "$SIZE_BYTES" "$@" <<'PY' >&2
@@ -405,10 +427,11 @@ if [ -n "${RESULTS:-}" ]; then
 	cp "$RES" "$W"/fio-* "$W"/*.log "$W"/*.ini "$RESULTS"/ 2>/dev/null || true
 fi
 
-python3 - "$RES" "$SIZE_MB" "$CELL_MAX" "$COMP" "$MODES" "$KINDS" <<'PY'
+python3 - "$RES" "$SIZE_MB" "$CELL_MAX" "$COMP" "$MODES" "$KINDS" "$FLUSH_MB" <<'PY'
 import collections, statistics, sys
 res, size_mb, cap, comp = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-modes, kinds = sys.argv[5].split(), sys.argv[6].split()
+modes, kinds, flush_mb = sys.argv[5].split(), sys.argv[6].split(), int(sys.argv[7])
+BASE = ("single", "single-flush")
 size = size_mb << 20
 cells = collections.defaultdict(list)
 qdisc, goodput, notes, skips, links, earlies = {}, {}, [], {}, [], []
@@ -422,7 +445,7 @@ for line in open(res):
                                           ahead=cong == "ahead"))
         if int(early):
             earlies.append(f"run {r} {m} link {l} {k}: {int(early) / 1e6:.1f} MB")
-        if m != "single" and int(l) not in links:
+        if m not in BASE and int(l) not in links:
             links.append(int(l))
     elif f[0] == "skip":
         skips[(f[1], int(f[2]), f[3])] = " ".join(f[4:])
@@ -483,12 +506,16 @@ for n in notes:
     print(n)
 
 print()
-print("== single node (one Tandem volume in A, no replication): the baseline")
-print(f"{'kind':14s}{'seconds':>10s}{'MB/s':>10s}")
+print("== single node (one Tandem volume in A, no replication): the baseline; beside it the same")
+print(f"   with a FLUSH every {flush_mb} MiB: what this machine's disk allows a writer that makes a")
+print("   record durable as it goes (a replicated primary's activity log does, before new regions)")
+print(f"{'kind':14s}{'seconds':>10s}{'MB/s':>10s}{'+flush s':>10s}{'MB/s':>10s}")
 for k in kinds:
-    x = fig("single", 0, k)
-    if x:
-        print(f"{k:14s}{secs_str(x):>10s}{x['mbs']:10.2f}")
+    row = f"{k:14s}"
+    for m in BASE:
+        x = fig(m, 0, k)
+        row += f"{secs_str(x):>10s}{x['mbs']:10.2f}" if x else f"{'-':>10s}{'-':>10s}"
+    print(row)
 
 for l in links:
     print()
@@ -537,14 +564,20 @@ if z:
           f"goal <= 30 s: {'met' if s1 <= 30 else 'NOT met'}  (seed: 1620 s)")
 else:
     print(f"  sync, zeros, 10 Mbit/s: {why('sync', 10, 'zeros')}")
-base = fig("single", 0, "random")
+base, ceil = fig("single", 0, "random"), fig("single-flush", 0, "random")
+if base and ceil:
+    print(f"  this machine's disk: single node, random, a FLUSH every {flush_mb} MiB / none: "
+          f"{ceil['mbs'] / base['mbs']:.2f}")
 for m in ("async", "async-small"):
     x = fig(m, 10, "random")
     r = ratio(x, base, 0.9)
     if r:
         line = f"  {m}, random, 10 Mbit/s front-end / single node unshaped: {r}"
+        rc = ratio(x, ceil, 0.9)
+        if rc:
+            line += f"\n    / single node with a FLUSH every {flush_mb} MiB (the disk's ceiling): {rc}"
         if m == "async-small":
-            line += ("; converged without operator action: " +
+            line += ("\n    converged without operator action: " +
                      (f"yes, {x['conv']} after the writes" if x["converged"] else f"no ({x['conv']})"))
         print(line)
     else:
