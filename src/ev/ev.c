@@ -166,11 +166,6 @@ int ev_run_once(struct ev_loop *ev, uint64_t timeout_ns)
 	unsigned head, n = 0;
 	int r;
 
-	/* What the callbacks queued (disk writes, above all) starts before the
-	 * deferred work, which may take a while (sealing TLS records,
-	 * compressing): the two then overlap instead of adding up. */
-	if (ev->deferred && io_uring_sq_ready(&ev->ring))
-		io_uring_submit(&ev->ring);
 	run_deferred(ev);
 	/* Busy polling: after a pass that had work, look for completions for a
 	 * short while before sleeping. On virtual machines an idle vCPU halts and
