@@ -101,10 +101,13 @@ static void ab_free(struct abent *e)
 {
 	struct repl *r = e->r;
 
-	if (arena_owns(&r->ab_arena, e))
-		arena_free(&r->ab_arena, e);
-	else
+	if (!arena_owns(&r->ab_arena, e)) {
 		free(e);
+		return;
+	}
+	arena_free(&r->ab_arena, e);
+	if (arena_empty(&r->ab_arena))
+		ab_reserve(r); /* a change of mode or size waited for this */
 }
 
 /* The arena for the backlog of an async volume: async-backlog and a little
@@ -132,10 +135,8 @@ void ab_reserve(struct repl *r)
  * room, else from the heap. */
 static struct abent *ab_alloc(struct repl *r, size_t len)
 {
-	struct abent *e;
+	struct abent *e = arena_alloc(&r->ab_arena, sizeof(*e) + len);
 
-	ab_reserve(r);
-	e = arena_alloc(&r->ab_arena, sizeof(*e) + len);
 	return e ? e : malloc(sizeof(*e) + len);
 }
 
