@@ -1,15 +1,22 @@
 /* TLS 1.3 in user space under net_conn: see tls.h for the keys, the states
  * and the invariants T1-T4.
  *
- * Data path. OpenSSL sees one BIO of ours: its read side takes ciphertext
- * from `cin`, which the connection's io_uring recv fills; its write side
- * appends each record OpenSSL seals to the tail ciphertext chunk, a net_tx
- * on the ciphertext queue that net.c gathers into its sendmsg. Owner output
- * of NET_TLS_SMALL bytes and more goes to SSL_write straight from the
- * owner's buffer (OpenSSL seals it into records of up to 16 KiB); shorter
- * pieces are gathered in `stage` first, so a header and a small message
- * share one record. Input is decrypted record by record into the receive
- * buffer, or straight into the owner's net_rx_direct destination.
+ * Handshake. OpenSSL runs it over one BIO of ours: its read side takes
+ * ciphertext from `cin`, which the connection's io_uring recv fills; its
+ * write side appends what OpenSSL produces to the tail ciphertext chunk, a
+ * net_tx on the ciphertext queue that net.c gathers into its sendmsg.
+ * OpenSSL reads record by record (no read-ahead), so when the handshake
+ * ends every byte after it is still in `cin`. Its keylog callback hands us
+ * the two application traffic secrets.
+ *
+ * Data path, once OPEN (tls_rec.c). Owner output of NET_TLS_SMALL bytes and
+ * more is sealed straight from the owner's buffer into the tail chunk, in
+ * records of up to 16 KiB; shorter pieces are gathered in `stage` first, so
+ * a header and a small message share one record. Input is opened record by
+ * record from `cin` straight into the owner's net_rx_direct destination or
+ * receive buffer when the record fits there, else into `pt`, from which the
+ * owner takes it. Besides application data only alerts (close_notify ends
+ * the input, any other the connection) and KeyUpdate are accepted.
  *
  * Errors. A record that fails its check, an alert, a handshake that fails,
  * bytes that are no TLS record at all, or the end of the input inside the
@@ -35,7 +42,9 @@
 #include "net_int.h"
 
 #define TLS_CHUNKS_KEPT 8            /* idle ciphertext chunks a connection keeps */
-#define TLS_WRITE_MAX (64u * 1024u)  /* one SSL_write straight from the owner (T2) */
+/* a record is cut short to fill a chunk's tail only if this much fits */
+#define TLS_REC_TAIL_MIN 4096u
+#define TLS_WRITE_MAX (64u * 1024u) /* sealed at once straight from the owner (T2) */
 
 struct tls_psk {
 	char identity[NET_TLS_IDENT_MAX];
@@ -147,6 +156,47 @@ static int psk_find(SSL *ssl, const unsigned char *id, size_t idlen, SSL_SESSION
 		log_escape(c->tls->err, sizeof(c->tls->err), (const char *)id,
 			   MIN(idlen, (size_t)NET_TLS_IDENT_MAX));
 	return 1;
+}
+
+static int hexval(char ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	if (ch >= 'a' && ch <= 'f')
+		return ch - 'a' + 10;
+	if (ch >= 'A' && ch <= 'F')
+		return ch - 'A' + 10;
+	return -1;
+}
+
+/* The application traffic secrets, as OpenSSL logs them: "LABEL <client
+ * random, hex> <secret, hex>". Lines of the blocking client (no connection)
+ * and every other label are ignored. */
+static void keylog(const SSL *ssl, const char *line)
+{
+	struct net_conn *c = SSL_get_app_data(ssl);
+	static const char *const labels[2] = { "CLIENT_TRAFFIC_SECRET_0 ",
+					       "SERVER_TRAFFIC_SECRET_0 " };
+	const char *h;
+
+	if (!c || !c->tls)
+		return;
+	for (int i = 0; i < 2; i++) {
+		size_t ll = strlen(labels[i]);
+		if (strncmp(line, labels[i], ll))
+			continue;
+		h = strchr(line + ll, ' ');
+		if (!h || strlen(h + 1) != 2 * TLS_REC_SECRET)
+			return;
+		h++;
+		for (int k = 0; k < TLS_REC_SECRET; k++) {
+			int hi = hexval(h[2 * k]), lo = hexval(h[2 * k + 1]);
+			if (hi < 0 || lo < 0)
+				return;
+			c->tls->sec[i][k] = (uint8_t)(hi << 4 | lo);
+		}
+		c->tls->have_sec |= (uint8_t)(1u << i);
+	}
 }
 
 /* ---- our BIO: ciphertext in from cin, out to the chunk queue ---- */
@@ -265,7 +315,9 @@ int net_tls_ctx_new(const struct net_tls_opts *o, struct net_tls_ctx **out, char
 					    SSL_OP_NO_RENEGOTIATION);
 	SSL_CTX_set_session_cache_mode(x->ctx, SSL_SESS_CACHE_OFF);
 	SSL_CTX_set_num_tickets(x->ctx, 0);
-	SSL_CTX_set_read_ahead(x->ctx, 1); /* fewer, larger reads from cin */
+	/* no read-ahead: the handshake must leave what follows it in cin */
+	SSL_CTX_set_read_ahead(x->ctx, 0);
+	SSL_CTX_set_keylog_callback(x->ctx, keylog);
 	if (o && o->cert && *o->cert) {
 		if (SSL_CTX_use_certificate_chain_file(x->ctx, o->cert) != 1) {
 			ssl_reason(why, sizeof(why));
@@ -470,7 +522,8 @@ int tls_conn_new(struct net_conn *c, struct net_tls_ctx *x, bool client)
 	t->sealed_tail = &t->sealed_head;
 	t->cin = malloc(NET_TLS_CIN);
 	t->stage = malloc(NET_TLS_STAGE);
-	if (t->cin && t->stage)
+	t->pt = malloc(TLS_REC_CIPHER_MAX);
+	if (t->cin && t->stage && t->pt)
 		ssl = SSL_new(x->ctx);
 	if (ssl)
 		bio = BIO_new(x->meth);
@@ -478,6 +531,7 @@ int tls_conn_new(struct net_conn *c, struct net_tls_ctx *x, bool client)
 		SSL_free(ssl);
 		free(t->cin);
 		free(t->stage);
+		free(t->pt);
 		free(t);
 		ERR_clear_error();
 		return -ENOMEM;
@@ -511,6 +565,13 @@ void tls_conn_free(struct net_conn *c)
 	OPENSSL_cleanse(t->stage, NET_TLS_STAGE);
 	free(t->stage);
 	free(t->cin);
+	if (t->rec) {
+		tls_rec_free(&t->rd);
+		tls_rec_free(&t->wr);
+	}
+	OPENSSL_cleanse(t->sec, sizeof(t->sec));
+	OPENSSL_cleanse(t->pt, TLS_REC_CIPHER_MAX);
+	free(t->pt);
 	free(t);
 	c->tls = NULL;
 }
@@ -611,6 +672,223 @@ static void plain_peer(struct net_conn *c)
 	net_close(c);
 }
 
+/* ---- the record layer, once OPEN ---- */
+
+/* Switches from OpenSSL's records to ours when the handshake is done: both
+ * secrets logged, a suite we know, nothing left inside OpenSSL. */
+static int rec_start(struct net_conn *c)
+{
+	struct net_tls *t = c->tls;
+	SSL *ssl = t->ssl;
+	const SSL_CIPHER *ci = SSL_get_current_cipher(ssl);
+	unsigned suite = ci ? (unsigned)(SSL_CIPHER_get_id(ci) & 0xffff) : 0;
+	int mine = t->client ? 0 : 1, r;
+
+	if (t->have_sec != 3 || SSL_has_pending(ssl))
+		return -EPROTO;
+	r = tls_rec_init(&t->wr, suite, t->sec[mine], true);
+	if (r)
+		return r;
+	r = tls_rec_init(&t->rd, suite, t->sec[1 - mine], false);
+	if (r) {
+		tls_rec_free(&t->wr);
+		return r;
+	}
+	OPENSSL_cleanse(t->sec, sizeof(t->sec));
+	t->rec = true;
+	return 0;
+}
+
+/* Room for at least `min` bytes at the end of the ciphertext queue. */
+static uint8_t *chunk_room(struct net_conn *c, size_t min, size_t *room)
+{
+	struct net_tls *t = c->tls;
+	struct tls_chunk *ch = t->wtail;
+
+	if (!ch || NET_TLS_CHUNK - ch->fill < min) {
+		ch = chunk_get(c);
+		if (!ch)
+			return NULL;
+		ch->tx.next = NULL;
+		*t->ctq_tail = &ch->tx;
+		t->ctq_tail = &ch->tx.next;
+		t->wtail = ch;
+	}
+	*room = NET_TLS_CHUNK - ch->fill;
+	return ch->data + ch->fill;
+}
+
+static void chunk_commit(struct net_conn *c, size_t n)
+{
+	struct net_tls *t = c->tls;
+
+	t->wtail->fill += n;
+	t->wtail->tx.iov[0].iov_len += n; /* (its base moves as tx_advance sends) */
+	t->wire_total += n;
+	ev_defer(c->ev, &c->flush);
+}
+
+/* Seals len bytes of `type` into records at the end of the ciphertext
+ * queue. 0, or -1 once the connection failed. */
+static int rec_write(struct net_conn *c, uint8_t type, const uint8_t *buf, size_t len)
+{
+	struct net_tls *t = c->tls;
+
+	do {
+		size_t n = MIN(len, (size_t)TLS_REC_PLAIN_MAX), room;
+		size_t want = MIN(n, (size_t)TLS_REC_TAIL_MIN) + TLS_REC_OVERHEAD;
+		uint8_t *out = chunk_room(c, want, &room);
+		long k;
+		if (!out) {
+			tls_fail(c, "sending: out of memory");
+			return -1;
+		}
+		n = MIN(n, room - TLS_REC_OVERHEAD);
+		k = tls_rec_seal(&t->wr, type, buf, n, out);
+		if (k < 0) {
+			tls_fail(c, "sending: sealing a record failed");
+			return -1;
+		}
+		chunk_commit(c, (size_t)k);
+		buf += n;
+		len -= n;
+	} while (len);
+	return 0;
+}
+
+/* KeyUpdate out (RFC 8446 4.6.3), then new keys for what follows. */
+static int rec_key_update(struct net_conn *c, bool request)
+{
+	struct net_tls *t = c->tls;
+	const uint8_t msg[5] = { 24, 0, 0, 1, request ? 1 : 0 };
+
+	if (rec_write(c, TLS_CT_HANDSHAKE, msg, sizeof(msg)))
+		return -1;
+	if (tls_rec_update(&t->wr)) {
+		tls_fail(c, "key update failed");
+		return -1;
+	}
+	return 0;
+}
+
+/* The owner took n bytes opened into its destination. */
+static void rec_deliver(struct net_conn *c, size_t n)
+{
+	if (c->direct_cb) {
+		c->direct_done += n;
+		if (c->direct_done == c->direct_len) {
+			void (*cb)(struct net_conn *, int) = c->direct_cb;
+			c->direct_cb = NULL;
+			cb(c, 0);
+		}
+	} else {
+		c->rx_end += n;
+		net_rx_parse(c);
+	}
+}
+
+/* pump_once in OPEN: 1 progress, 0 blocked, -1 the connection ends. */
+static int rec_pump(struct net_conn *c)
+{
+	struct net_tls *t = c->tls;
+	uint8_t *dst, *out, type, *hdr;
+	size_t room, have, len;
+	long n;
+	int r;
+
+	if (c->direct_cb) {
+		dst = c->direct_buf + c->direct_done;
+		room = c->direct_len - c->direct_done;
+	} else if (!c->rx_paused) {
+		if (c->rx_start == c->rx_end) {
+			c->rx_start = c->rx_end = 0;
+		} else if (c->rx_cap - c->rx_end < c->rx_cap / 4) {
+			memmove(c->rxbuf, c->rxbuf + c->rx_start, c->rx_end - c->rx_start);
+			c->rx_end -= c->rx_start;
+			c->rx_start = 0;
+		}
+		dst = c->rxbuf + c->rx_end;
+		room = c->rx_cap - c->rx_end;
+	} else {
+		return 0;
+	}
+	if (!room)
+		return 0; /* the owner must consume first */
+	if (t->pt_start < t->pt_end) {
+		n = (long)MIN(room, t->pt_end - t->pt_start);
+		memcpy(dst, t->pt + t->pt_start, (size_t)n);
+		t->pt_start += (size_t)n;
+		rec_deliver(c, (size_t)n);
+		return 1;
+	}
+	hdr = t->cin + t->cin_start;
+	have = t->cin_end - t->cin_start;
+	r = tls_rec_header(hdr, have, &len);
+	if (r < 0) {
+		tls_fail(c, "bad input: not a TLS 1.3 application record");
+		return -1;
+	}
+	if (!r || have < TLS_REC_HDR + len) {
+		/* a whole record must fit between cin_start and the end */
+		if (t->cin_start && NET_TLS_CIN - t->cin_start < TLS_REC_HDR + TLS_REC_CIPHER_MAX) {
+			memmove(t->cin, hdr, have);
+			t->cin_start = 0;
+			t->cin_end = have;
+		}
+		t->want_read = true;
+		return 0;
+	}
+	/* straight into the owner's buffer when the whole record fits there */
+	out = room >= len - TLS_REC_TAG ? dst : t->pt;
+	n = tls_rec_open(&t->rd, hdr, hdr + TLS_REC_HDR, len, out, &type);
+	t->cin_start += TLS_REC_HDR + len;
+	if (t->cin_start == t->cin_end)
+		t->cin_start = t->cin_end = 0;
+	if (n < 0) {
+		tls_fail(c, "bad input: %s",
+			 n == -EBADMSG ? "decryption failed or bad record mac" : "internal error");
+		return -1;
+	}
+	switch (type) {
+	case TLS_CT_APPDATA:
+		if (out == dst) {
+			if (n)
+				rec_deliver(c, (size_t)n);
+		} else {
+			t->pt_start = 0;
+			t->pt_end = (size_t)n;
+		}
+		return 1;
+	case TLS_CT_ALERT:
+		if (n == 2 && out[1] == 0) { /* close_notify: the peer's FIN */
+			net_rx_ended(c, 0);
+			return -1;
+		}
+		tls_fail(c, "the peer sent the TLS alert \"%s\"",
+			 n == 2 ? SSL_alert_desc_string_long(out[1]) : "(malformed)");
+		return -1;
+	case TLS_CT_HANDSHAKE: {
+		bool request = false;
+		r = tls_rec_post_handshake(out, (size_t)n, &request);
+		if (r < 0) {
+			tls_fail(c, "bad input: unexpected handshake message");
+			return -1;
+		}
+		if (r == 1) {
+			if (tls_rec_update(&t->rd)) {
+				tls_fail(c, "key update failed");
+				return -1;
+			}
+			t->rekeys_in++;
+			if (request && rec_key_update(c, false))
+				return -1;
+		}
+		return 1;
+	}
+	default: tls_fail(c, "bad input: record of content type %u", type); return -1;
+	}
+}
+
 /* One step of the receive side: 1 progress, 0 blocked (needs ciphertext,
  * or the owner must consume), -1 the connection ends. */
 static int pump_once(struct net_conn *c)
@@ -634,6 +912,11 @@ static int pump_once(struct net_conn *c)
 			log_info("TLS with %s: %s, %s, %s", host[0] ? host : "?",
 				 SSL_get_version(ssl), SSL_get_cipher_name(ssl),
 				 t->x->certs ? "certificates" : "cluster key (PSK)");
+			if (rec_start(c)) {
+				tls_fail(c, "TLS handshake: cannot take over the records "
+					    "(secrets not logged, or another cipher suite)");
+				return -1;
+			}
 			ev_defer(c->ev, &c->flush); /* what the owner queued meanwhile */
 			return 1;
 		}
@@ -644,45 +927,7 @@ static int pump_once(struct net_conn *c)
 		fail_ssl(c, n, "handshake");
 		return -1;
 	}
-	if (c->direct_cb) {
-		size_t left = c->direct_len - c->direct_done;
-		n = SSL_read(ssl, c->direct_buf + c->direct_done,
-			     (int)MIN(left, (size_t)INT32_MAX));
-		if (n > 0) {
-			c->direct_done += (size_t)n;
-			if (c->direct_done == c->direct_len) {
-				void (*cb)(struct net_conn *, int) = c->direct_cb;
-				c->direct_cb = NULL;
-				cb(c, 0);
-			}
-			return 1;
-		}
-	} else if (!c->rx_paused) {
-		if (c->rx_start == c->rx_end) {
-			c->rx_start = c->rx_end = 0;
-		} else if (c->rx_cap - c->rx_end < c->rx_cap / 4) {
-			memmove(c->rxbuf, c->rxbuf + c->rx_start, c->rx_end - c->rx_start);
-			c->rx_end -= c->rx_start;
-			c->rx_start = 0;
-		}
-		if (c->rx_end == c->rx_cap)
-			return 0; /* the owner must consume first */
-		n = SSL_read(ssl, c->rxbuf + c->rx_end, (int)(c->rx_cap - c->rx_end));
-		if (n > 0) {
-			c->rx_end += (size_t)n;
-			net_rx_parse(c);
-			return 1;
-		}
-	} else {
-		return 0;
-	}
-	switch (SSL_get_error(ssl, n)) {
-	case SSL_ERROR_WANT_READ: t->want_read = true; return 0;
-	case SSL_ERROR_ZERO_RETURN: /* close_notify: the peer's FIN */
-		net_rx_ended(c, 0);
-		return -1;
-	default: fail_ssl(c, n, "bad input"); return -1;
-	}
+	return rec_pump(c);
 }
 
 void tls_pump(struct net_conn *c)
@@ -760,15 +1005,12 @@ bool tls_rx_end(struct net_conn *c, int res)
 static bool stage_flush(struct net_conn *c)
 {
 	struct net_tls *t = c->tls;
-	int n;
 
 	if (t->stage_len) {
-		n = SSL_write(t->ssl, t->stage, (int)t->stage_len);
+		size_t n = t->stage_len;
 		t->stage_len = 0;
-		if (n <= 0) {
-			fail_ssl(c, n, "sending");
+		if (rec_write(c, TLS_CT_APPDATA, t->stage, n))
 			return false;
-		}
 	}
 	for (struct net_tx *tx = t->unassigned; tx; tx = tx->next)
 		tx->wire_end = t->wire_total;
@@ -783,8 +1025,8 @@ static void tls_notify(struct net_conn *c)
 	if (t->notified)
 		return;
 	t->notified = true;
-	SSL_shutdown(t->ssl); /* queues close_notify; the peer's is not awaited */
-	ERR_clear_error();
+	/* close_notify (warning); the peer's is not awaited */
+	(void)rec_write(c, TLS_CT_ALERT, (const uint8_t[]){ 1, 0 }, 2);
 }
 
 void tls_seal(struct net_conn *c)
@@ -796,10 +1038,8 @@ void tls_seal(struct net_conn *c)
 	if (t->wire_total >= t->rekey_at) {
 		/* new keys both ways; the KeyUpdate goes out before the next
 		 * record, the peer answers with its own */
-		if (SSL_key_update(t->ssl, SSL_KEY_UPDATE_REQUESTED) != 1) {
-			fail_ssl(c, 0, "key update");
+		if (rec_key_update(c, true))
 			return;
-		}
 		t->rekeys++;
 		t->rekey_at = t->wire_total + t->x->rekey_bytes;
 	}
@@ -822,16 +1062,11 @@ void tls_seal(struct net_conn *c)
 					memcpy(t->stage + t->stage_len, v->iov_base, k);
 					t->stage_len += k;
 				} else {
-					int n;
 					if (!stage_flush(c))
 						return;
 					k = MIN(k, (size_t)TLS_WRITE_MAX);
-					n = SSL_write(t->ssl, v->iov_base, (int)k);
-					if (n <= 0) {
-						fail_ssl(c, n, "sending");
+					if (rec_write(c, TLS_CT_APPDATA, v->iov_base, k))
 						return;
-					}
-					k = (size_t)n;
 				}
 				v->iov_base = (char *)v->iov_base + k;
 				v->iov_len -= k;

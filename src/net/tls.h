@@ -1,7 +1,9 @@
-/* TLS 1.3 as an optional layer of net_conn, in user space (OpenSSL over our
- * own memory BIO): ciphertext goes in and out through the connection's
- * io_uring recv and gathered sendmsg, the owner reads and writes plaintext
- * through the usual net_rx_* / net_send calls.
+/* TLS 1.3 as an optional layer of net_conn, in user space: OpenSSL runs the
+ * handshake over our own BIO, then the records are ours (tls_rec.h, with
+ * the traffic secrets OpenSSL negotiated, as kernel TLS takes them).
+ * Ciphertext goes in and out through the connection's io_uring recv and
+ * gathered sendmsg, the owner reads and writes plaintext through the usual
+ * net_rx_* / net_send calls.
  * Owns: the SSL_CTX (net_tls_ctx), each connection's SSL object, its
  * ciphertext buffers and the plaintext items sealed but not yet on the wire.
  * Never: parses the owner's protocol, or lets a byte received after a TLS
@@ -37,6 +39,7 @@
 #include <stdint.h>
 
 #include "net.h"
+#include "tls_rec.h"
 
 #define NET_TLS_PSK_LEN 32
 #define NET_TLS_PSK_LABEL "tandem tls 1.3 psk v1"
@@ -112,12 +115,23 @@ struct net_tls {
 	unsigned nfree;
 	uint64_t wire_total, wire_sent; /* ciphertext bytes produced / sent */
 	uint64_t rekey_at;              /* wire_total that asks for new keys */
-	uint64_t rekeys;
+	uint64_t rekeys;                /* KeyUpdates sent of our own accord */
+	uint64_t rekeys_in;             /* KeyUpdates received */
 	/* owner items sealed, waiting for their ciphertext to leave (T3);
 	 * from `unassigned` on, their end is not known yet (in the stage) */
 	struct net_tx *sealed_head, **sealed_tail, *unassigned;
 	uint8_t *stage;
 	size_t stage_len;
+	/* Once OPEN, records are protected here (tls_rec.h), not by OpenSSL's
+	 * record layer: the traffic secrets the handshake logs (sec, wiped
+	 * once keyed), both directions, and plaintext opened but not yet
+	 * taken by the owner (pt). */
+	bool rec;
+	uint8_t have_sec; /* bit 0 client's, bit 1 server's */
+	uint8_t sec[2][TLS_REC_SECRET];
+	struct tls_rec_dir rd, wr;
+	uint8_t *pt;
+	size_t pt_start, pt_end;
 	/* what a plaintext peer gets before the close (an acceptor's owner
 	 * sets it: its protocol's error message) */
 	uint8_t refuse[256];

@@ -12,6 +12,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "../../src/common/util.h"
 #include "../../src/ev/ev.h"
@@ -378,6 +380,127 @@ static void test_flipped_byte(void **st)
 	free(x);
 }
 
+/* ---- against OpenSSL's own record layer ---- */
+
+static uint8_t pattern(size_t i, unsigned seed)
+{
+	return (uint8_t)(i * 7u + seed + (i >> 11));
+}
+
+/* The child: a blocking OpenSSL client (net_tls_sync: SSL_read/SSL_write).
+ * Reads the server's message (len, then len pattern bytes of seed 1),
+ * answers with its own (seed 2), reads the server's last one. Exit 0 when
+ * every byte was right. */
+static int openssl_client(int fd, uint32_t srv_len, uint32_t cli_len)
+{
+	struct net_tls_ctx *x = NULL;
+	struct net_tls_sync *s = NULL;
+	char err[256];
+	uint8_t *b = malloc(srv_len > cli_len ? srv_len : cli_len);
+	uint32_t len;
+
+	if (!b || net_tls_ctx_new(NULL, &x, err, sizeof(err)) ||
+	    net_tls_ctx_add_cluster(x, "it", "test-secret") ||
+	    net_tls_sync_connect(x, fd, &s, err, sizeof(err)))
+		return 2;
+	for (int round = 0; round < 2; round++) {
+		size_t got = 0;
+		uint32_t want = round ? 4 : srv_len;
+		while (got < 4 + (size_t)want) {
+			uint8_t tmp[65536];
+			long n = net_tls_sync_read(s, tmp, sizeof(tmp));
+			if (n <= 0)
+				return 3;
+			for (long i = 0; i < n; i++, got++) {
+				if (got < 4)
+					((uint8_t *)&len)[got] = tmp[i];
+				else if (round == 0 && tmp[i] != pattern(got - 4, 1))
+					return 4;
+				else if (round == 1 && tmp[i] != "done"[got - 4])
+					return 5;
+			}
+		}
+		if (len != want)
+			return 6;
+		if (round == 0) {
+			len = cli_len;
+			for (size_t i = 0; i < cli_len; i++)
+				b[i] = pattern(i, 2);
+			if (net_tls_sync_write(s, &len, 4) != 4)
+				return 7;
+			for (size_t off = 0; off < cli_len;) {
+				long n = net_tls_sync_write(s, b + off, cli_len - off);
+				if (n <= 0)
+					return 8;
+				off += (size_t)n;
+			}
+		}
+	}
+	net_tls_sync_free(s);
+	net_tls_ctx_free(x);
+	free(b);
+	return 0;
+}
+
+static bool srv_got_one(struct pair *p)
+{
+	return p->srv.msgs >= 1 || p->srv.closed;
+}
+
+/* Our records against OpenSSL's: a client on OpenSSL's own record layer
+ * (the blocking one of tandemctl) and our server, with KeyUpdate both ways
+ * every 64 KiB of the server's output, close_notify at the end. */
+static void test_openssl_interop(void **st)
+{
+	const uint32_t srv_len = 700000, cli_len = 500000;
+	struct pair p;
+	uint8_t *x = malloc(srv_len);
+	int sv[2], status = -1;
+	pid_t pid;
+	(void)st;
+
+	assert_non_null(x);
+	for (size_t i = 0; i < srv_len; i++)
+		x[i] = pattern(i, 1);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(sv[0]);
+		_exit(openssl_client(sv[1], srv_len, cli_len));
+	}
+	close(sv[1]);
+	memset(&p, 0, sizeof(p));
+	p.ev = ev_new(64);
+	assert_non_null(p.ev);
+	p.xs = ctx("test-secret");
+	net_tls_ctx_set_rekey(p.xs, 64 * 1024);
+	assert_int_equal(net_conn_init_tls(&p.srv.c, p.ev, sv[0], 64 * 1024, &end_ops, p.xs, false),
+			 0);
+	p.cli.closed = true; /* (no client end in this loop) */
+	send_msg(&p.srv, x, srv_len, NULL);
+	run(&p, srv_got_one);
+	assert_int_equal(p.srv.msgs, 1);
+	assert_int_equal(p.srv.got_len, cli_len);
+	for (size_t i = 0; i < cli_len; i++)
+		if (p.srv.got[i] != pattern(i, 2))
+			fail_msg("byte %zu of the OpenSSL client's message is wrong", i);
+	assert_true(p.srv.c.tls->rekeys >= 2);
+	assert_true(p.srv.c.tls->rekeys_in >= 1); /* OpenSSL's answers */
+	send_msg(&p.srv, "done", 4, NULL);
+	net_close(&p.srv.c); /* close_notify after it */
+	run(&p, srv_closed);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_null(net_conn_error(&p.srv.c));
+	net_conn_destroy(&p.srv.c);
+	ev_free(p.ev);
+	net_tls_ctx_free(p.xs);
+	free(p.srv.got);
+	free(x);
+}
+
 static void test_wrong_key(void **st)
 {
 	struct pair p;
@@ -520,7 +643,7 @@ int main(void)
 		cmocka_unit_test(test_psk_derive),   cmocka_unit_test(test_roundtrip),
 		cmocka_unit_test(test_rekey),        cmocka_unit_test(test_flipped_byte),
 		cmocka_unit_test(test_wrong_key),    cmocka_unit_test(test_plain_peer),
-		cmocka_unit_test(test_certificates),
+		cmocka_unit_test(test_certificates), cmocka_unit_test(test_openssl_interop),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
