@@ -24,8 +24,14 @@
 #                 and a live resync copies them
 #   async-tls     async with tls = on in [cluster]
 #   sync-tls      sync with tls = on
+#   anchor        the anchor of synchronous replication (bench/lib-anchor.sh):
+#                 qemu-storage-daemon in A, its writes mirrored synchronously
+#                 (blockdev-mirror copy-mode=write-blocking) to qemu-nbd in B
+#   anchor-tls    the same with the mirror's NBD connection in TLS 1.3
+#                 (pre-shared key, AES-128-GCM): what TLS costs a user-space
+#                 synchronous mirror on this machine, beside sync-tls / sync
 # The -tls modes run on the links in TLS_LINKS only (default 0, unshaped;
-# "all" = every link). Baseline: a single-node Tandem volume in A (the
+# "all" = every link), the anchors on ANCHOR_LINKS (default 0). Baseline: a single-node Tandem volume in A (the
 # "single-node figure"), each kind, once per run; beside it the same volume
 # with a FLUSH every FLUSH_MB (default 32) MiB (fio --fsync). A replicated
 # primary makes its activity log durable before it writes to new regions
@@ -71,15 +77,19 @@ set -Eeuo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=lib-link.sh
 . bench/lib-link.sh
+# shellcheck source=lib-anchor.sh
+. bench/lib-anchor.sh
 BIN=${TANDEM_BUILD:-build}
 RUNS=${RUNS:-1}
 SIZE_MB=${SIZE_MB:-1024}
 LINKS=${LINKS:-0 100 50 10}
-MODES=${MODES:-sync async async-small async-tls sync-tls}
+MODES=${MODES:-sync async async-small async-tls sync-tls anchor anchor-tls}
 KINDS=${KINDS:-zeros random compressible}
 CELL_MAX=${CELL_MAX:-120}
 COMPRESSION=${COMPRESSION:-}
 TLS_LINKS=${TLS_LINKS:-0}
+ANCHOR_LINKS=${ANCHOR_LINKS:-0}
+ANCHOR_NODELAY=${ANCHOR_NODELAY:-1}
 ASYNC_BACKLOG=${ASYNC_BACKLOG:-$((SIZE_MB * 5 / 4 + 1))M}
 SMALL_BACKLOG=${SMALL_BACKLOG:-64M}
 LINKCHECK=${LINKCHECK:-1}
@@ -88,9 +98,12 @@ TANDEM_TIMEOUT=${TANDEM_TIMEOUT:-60}
 
 for l in $LINKS; do [[ $l =~ ^[0-9]+$ ]] || die "LINKS: '$l' is not a number of Mbit/s (0 = unshaped)"; done
 [ "$TLS_LINKS" = all ] && TLS_LINKS=$LINKS
-for l in $TLS_LINKS; do [[ $l =~ ^[0-9]+$ ]] || die "TLS_LINKS: '$l' is not a number of Mbit/s"; done
+[ "$ANCHOR_LINKS" = all ] && ANCHOR_LINKS=$LINKS
+for l in $TLS_LINKS $ANCHOR_LINKS; do [[ $l =~ ^[0-9]+$ ]] || die "TLS_LINKS, ANCHOR_LINKS: '$l' is not a number of Mbit/s"; done
 for m in $MODES; do
-	case $m in sync | async | async-small | async-tls | sync-tls) ;; *) die "MODES: unknown mode '$m'" ;; esac
+	case $m in sync | async | async-small | async-tls | sync-tls | anchor | anchor-tls) ;;
+	*) die "MODES: unknown mode '$m'" ;;
+	esac
 done
 for k in $KINDS; do
 	case $k in zeros | random | compressible) ;; *) die "KINDS: unknown kind '$k'" ;; esac
@@ -118,9 +131,10 @@ RES=$W/results.txt
 : > "$RES"
 
 link_up tsw 10.231.43
-PORT_T=10809 PORT_S=10811
+PORT_T=10809 PORT_Q=10810 PORT_S=10811
 URI_pair=nbd://$IPA:$PORT_T/vol0
 URI_single=nbd://$IPA:$PORT_S/vol0
+URI_anchor=nbd://$IPA:$PORT_Q/vol0
 SIZE_BYTES=$((SIZE_MB << 20))
 
 # ---------------------------------------------------------------- servers
@@ -180,6 +194,16 @@ else
 fi
 declare -A MODE_SKIP=()
 for m in $MODES; do
+	if [[ $m == anchor* ]]; then
+		for c in qemu-storage-daemon qemu-nbd ss; do
+			command -v $c >/dev/null && continue
+			MODE_SKIP[$m]="$c missing (scripts/deps.sh --bench)"
+			echo "note $m: ${MODE_SKIP[$m]}; its cells are skipped" >> "$RES"
+			break
+		done
+		[ -n "${MODE_SKIP[$m]:-}" ] || anchor_tools
+		continue
+	fi
 	[ -z "$COMP_SKIP" ] || { MODE_SKIP[$m]=$COMP_SKIP; continue; }
 	write_pair "$m" "$W/probe.ini"
 	accepts "$W/probe.ini" && continue
@@ -187,6 +211,7 @@ for m in $MODES; do
 	echo "note $m: ${MODE_SKIP[$m]}; its cells are skipped" >> "$RES"
 done
 [[ " $MODES " != *-tls* ]] || echo "note -tls modes run on links: $TLS_LINKS (TLS_LINKS)" >> "$RES"
+[[ " $MODES " != *anchor* ]] || echo "note anchors run on links: $ANCHOR_LINKS (ANCHOR_LINKS)" >> "$RES"
 
 status_json() { timeout 10 "$BIN/tandemctl" -c "$W/pair.ini" -n a status vol0 --json 2>/dev/null || true; }
 peer_field() { # JSON EXPR on p (the first peer); prints "" when it cannot
@@ -350,6 +375,23 @@ cell() {
 	[ "${EARLY:-0}" = 0 ] || echo "#   (wait-sync answered in sync while a's backlog held ${EARLY} bytes)" >&2
 	stop_pair
 }
+# anchor_cell RUN MODE LINK KIND: the anchor (anchor or anchor-tls); its
+# mirror is synchronous, so the replicas are compared right after the writes
+# (with the job still READY).
+anchor_cell() {
+	local r=$1 m=$2 l=$3 k=$4 same=identical tls=""
+	[ "$m" = anchor-tls ] && tls=tls
+	start_anchor $tls
+	drop_caches
+	write_all "$URI_anchor" "$k" "$W/fio-r$r-$m-l$l-$k.json"
+	python3 "$W/qmp.py" "$W/qmp.sock" check > "$W/mirror.json" ||
+		die "$m: the mirror job is not READY after the writes: $(cat "$W/mirror.json")"
+	cmp -s "$W/anchor-a.img" "$W/anchor-b.img" || same=differ
+	echo "cell $r $m $l $k $BYTES $MS yes 0.00 100 $same 0 0 0 0 0 none" >> "$RES"
+	report "$r" "$m" "$l" "$k" "$BYTES" "$MS" yes 0.00 100 "$same" - 0 none
+	stop_anchor
+	rm -f "$W/anchor-a.img" "$W/anchor-b.img"
+}
 # single_cell RUN KIND: the single-node baseline, as it is (single) and with
 # a FLUSH every FLUSH_MB (single-flush): the ceiling this machine's disk puts
 # on a writer that makes something durable as it goes, as a replicated
@@ -411,12 +453,19 @@ for r in $(seq "$RUNS"); do
 			if [[ $m == *-tls ]] && [[ " $TLS_LINKS " != *" $l "* ]]; then
 				continue
 			fi
+			if [[ $m == anchor* ]] && [[ " $ANCHOR_LINKS " != *" $l "* ]]; then
+				continue
+			fi
 			for k in $KINDS; do
 				if [ -n "${MODE_SKIP[$m]:-}" ]; then
 					[ "$r" = 1 ] && echo "skip $m $l $k ${MODE_SKIP[$m]}" >> "$RES"
 					continue
 				fi
-				cell "$r" "$m" "$l" "$k"
+				if [[ $m == anchor* ]]; then
+					anchor_cell "$r" "$m" "$l" "$k"
+				else
+					cell "$r" "$m" "$l" "$k"
+				fi
 			done
 		done
 	done
@@ -551,7 +600,7 @@ def ratio(a, b, goal):
     if not a or not b:
         return None
     q = a["mbs"] / b["mbs"]
-    return f"{q:.2f}   goal >= {goal}: {'met' if q >= goal else 'NOT met'}"
+    return f"{q:.3f}   goal >= {goal}: {'met' if q >= goal else 'NOT met'}"
 
 print()
 print("Acceptance (printed, never asserted):")
@@ -598,6 +647,21 @@ for t, p in (("async-tls", "async"), ("sync-tls", "sync")):
         k = kinds[0]
         lines.append(f"  {t} / {p}, unshaped: " + why(t if not fig(t, 0, k) else p, 0, k))
     print("\n".join(lines))
+for k in kinds:
+    a, b = fig("anchor-tls", 0, k), fig("anchor", 0, k)
+    if not (a and b):
+        continue
+    qa = a["mbs"] / b["mbs"]
+    def per_mib(x, y):  # ms that TLS adds to each 1 MiB write
+        return (2**20 / x["mbs"] - 2**20 / y["mbs"]) / 1e3
+    line = (f"  anchor-tls / anchor, {k}, unshaped: {qa:.3f}   (what TLS costs qemu's synchronous "
+            f"mirror here: {b['mbs']:.0f} -> {a['mbs']:.0f} MB/s, +{per_mib(a, b):.2f} ms per 1 MiB write)")
+    t, p = fig("sync-tls", 0, k), fig("sync", 0, k)
+    if t and p:
+        line += (f"\n    Tandem's sync-tls / sync against it: "
+                 f"{(t['mbs'] / p['mbs']) / qa:.3f}  (1 = the same share lost to TLS); TLS adds "
+                 f"{per_mib(t, p):.2f} ms per 1 MiB write to Tandem")
+    print(line)
 if earlies:
     print()
     print("wait-sync answered in sync while a's async backlog still held data (convergence above "
