@@ -25,11 +25,15 @@
  *       tls_fail aborts the connection before anything more is parsed.
  *   T2. Owner output is sealed only in OPEN, in queue order, and only while
  *       less than NET_TLS_SEAL_AHEAD ciphertext bytes wait for the socket
- *       (one SSL_write of at most 64 KiB may pass it), so foreground output
+ *       (one sealing of at most 64 KiB may pass it), so foreground output
  *       still overtakes the background queue.
  *   T3. A plaintext net_tx completes (done) once the last ciphertext byte
  *       that carries it left, or with an error when the connection died.
- *   T4. Ciphertext leaves in the order OpenSSL produced it: one queue.
+ *   T4. Ciphertext leaves in the order it was produced (by OpenSSL in the
+ *       handshake, by tls_rec after it): one queue.
+ *   T5. Once OPEN, every record is ours (tls_rec.h R1, R2): OpenSSL has
+ *       consumed no byte after the handshake (no read-ahead; checked with
+ *       SSL_has_pending when switching) and writes none.
  */
 #ifndef TANDEM_NET_TLS_H
 #define TANDEM_NET_TLS_H
