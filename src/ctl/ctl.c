@@ -181,6 +181,17 @@ size_t ctl_status_json(const struct ctl_info *info, const char *only, char *out,
 			    vol_role_name(v->role), vol_disk_name(v->disk),
 			    q.quorum == 0 ? "false" : "true",
 			    v->role == VOL_PRIMARY && vol_lease_ok(v) ? "true" : "false");
+			if (v->disk_error.err) {
+				char t[48];
+				const char *en = strerrorname_np(v->disk_error.err);
+				fmt_time(t, sizeof(t), v->disk_error.at_ns);
+				PUT("\"disk_error\":{\"error\":\"%s\",\"message\":\"%s\","
+				    "\"op\":\"%s\",\"time\":%s},",
+				    en ? en : "?", strerror(v->disk_error.err), v->disk_error.op,
+				    t);
+			} else {
+				PUT("\"disk_error\":null,");
+			}
 			if (q.quorum >= 0)
 				PUT("\"witness\":{\"session\":%s,\"primary\":\"%s\","
 				    "\"held_writes\":%u},",

@@ -106,8 +106,14 @@ static uint32_t want_flags(const struct repl *r)
 
 	if (v->role == VOL_PRIMARY) {
 		uint32_t f = WIT_F_PRIMARY;
+		/* A failed disk here takes nothing from the peer: in sync mode
+		 * every write this primary acknowledged, the peer acknowledged
+		 * first, and a failed disk takes no new write; so the peer may
+		 * still take over without --force (async: within its loss
+		 * window, as with a disk that works). */
 		if (peer_connected(r) && r->rstate == RR_ESTABLISHED && r->have_peer &&
-		    r->peer.disk == VOL_UPTODATE && v->disk == VOL_UPTODATE)
+		    r->peer.disk == VOL_UPTODATE &&
+		    (v->disk == VOL_UPTODATE || v->disk == VOL_FAILED))
 			f |= WIT_F_SYNCED;
 		return f;
 	}

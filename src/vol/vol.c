@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "../common/log.h"
 #include "../common/util.h"
@@ -42,7 +43,7 @@ int vol_md_write(struct vol *v)
 		log_err("volume %s: writing metadata: %s; the disk is failed", v->name,
 			strerror(-r));
 		v->md_failed = true;
-		vol_set_disk(v, VOL_FAILED);
+		vol_disk_error(v, -r, "metadata");
 	}
 	return r;
 }
@@ -327,10 +328,43 @@ void vol_complete(struct vol_io *io, int res)
 	io->cb(io, res);
 }
 
+void vol_disk_error(struct vol *v, int err, const char *op)
+{
+	struct timespec ts;
+	char extra[96];
+
+	if (!v->disk_error.err) {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		v->disk_error.err = err;
+		snprintf(v->disk_error.op, sizeof(v->disk_error.op), "%s", op);
+		v->disk_error.at_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+		if (v->disk != VOL_FAILED) {
+			log_err("volume %s: the disk failed: %s of the local store: %s", v->name,
+				op, strerror(err));
+			snprintf(extra, sizeof(extra), "\"error\":\"%s\",\"op\":\"%s\"",
+				 strerrorname_np(err) ? strerrorname_np(err) : "?", op);
+			vol_event(v, "disk-error", NULL, NULL, extra);
+		}
+	}
+	vol_set_disk(v, VOL_FAILED);
+}
+
+static const char *op_name(enum bs_op t)
+{
+	switch (t) {
+	case BS_READ: return "read";
+	case BS_WRITE: return "write";
+	case BS_FLUSH: return "flush";
+	case BS_TRIM: return "trim";
+	case BS_ZERO: return "zero";
+	default: return "io";
+	}
+}
+
 static void io_finish(struct vol_io *io, int res)
 {
 	if (res == -EIO)
-		vol_set_disk(io->vol, VOL_FAILED);
+		vol_disk_error(io->vol, EIO, op_name(io->bio.type));
 	io->local_done(io, res);
 }
 

@@ -158,6 +158,13 @@ struct vol {
 	bool crashed_primary; /* ... and was primary then */
 	bool md_failed;       /* a metadata write failed: the disk is failed, and the
 			       * metadata is never marked clean (V4) */
+	/* why the disk failed, for status and the event: the first error
+	 * (vol_disk_error); err 0 while it has not failed on this run */
+	struct {
+		int err;        /* errno */
+		char op[16];    /* read, write, flush, trim, zero, metadata */
+		uint64_t at_ns; /* CLOCK_REALTIME */
+	} disk_error;
 };
 
 /* Per-request replication state, used only by src/repl. */
@@ -204,6 +211,9 @@ struct vol_io {
 };
 
 /* Opens volume cfg->volumes[vi] as node ni: data store, metadata, role. */
+/* A store or metadata error fails the disk: records why (the first error
+ * only), then vol_set_disk(FAILED). err is a positive errno. */
+void vol_disk_error(struct vol *v, int err, const char *op);
 int vol_open(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned ni, struct vol **out,
 	     char *err, size_t errlen);
 void vol_close(struct vol *v); /* NULL is a no-op; marks metadata clean */
