@@ -135,6 +135,9 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	log_init("tandem-witness", fg, LOG_LVL_INFO);
+	for (unsigned i = 0; i < ncfg; i++)
+		if (cfg_secret_exposed(cfgs[i], err, sizeof(err)))
+			log_warn("SECURITY: %s", err);
 	signal(SIGPIPE, SIG_IGN);
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGINT);

@@ -257,10 +257,17 @@ static const char *const cluster_keys[] = { "name",
 					    "tls-key",
 					    "tls-ca",
 					    NULL };
-static const char *const node_keys[] = {
-	"replication",           "iscsi",   "nbd", "control", "data-dir", "metrics", "busy-poll",
-	"replication-advertise", "witness", NULL
-};
+static const char *const node_keys[] = { "replication",
+					 "iscsi",
+					 "nbd",
+					 "control",
+					 "data-dir",
+					 "metrics",
+					 "busy-poll",
+					 "control-mode",
+					 "replication-advertise",
+					 "witness",
+					 NULL };
 static const char *const volume_keys[] = { "size",
 					   "nodes",
 					   "replication",
@@ -327,6 +334,7 @@ static int begin_section(struct parse *p, const char *section)
 		nd = &p->cfg->nodes[p->idx];
 		snprintf(nd->name, sizeof(nd->name), "%s", name);
 		nd->busy_poll_us = CFG_BUSY_POLL_DEFAULT;
+		nd->control_mode = 0600;
 		nd->line = p->line;
 		return 0;
 	}
@@ -560,6 +568,17 @@ static int handle_node(struct parse *p, const char *key, const char *val)
 		return set_addr(p, key, val, n->nbd);
 	if (strcmp(key, "metrics") == 0)
 		return set_addr(p, key, val, n->metrics);
+	if (strcmp(key, "control-mode") == 0) {
+		/* who may use the control socket: its owner (root), or also its
+		 * group, or everyone (then anyone can demote or invalidate) */
+		if (strcmp(val, "0600") && strcmp(val, "600") && strcmp(val, "0660") &&
+		    strcmp(val, "660") && strcmp(val, "0666") && strcmp(val, "666")) {
+			fail(p, p->line, key, "'%s' is not 0600, 0660 or 0666", val);
+			return -1;
+		}
+		n->control_mode = (unsigned)strtoul(val, NULL, 8);
+		return 0;
+	}
 	if (strcmp(key, "busy-poll") == 0) {
 		char *end;
 		unsigned long us;
@@ -1070,6 +1089,27 @@ int cfg_load(const char *path, struct cfg **out, char *err, size_t errlen)
 	r = cfg_parse_string(text, path, out, err, errlen);
 	free(text);
 	return r;
+}
+
+static bool auth_has_secret(const struct cfg_auth *a)
+{
+	return a->secret[0] || a->msecret[0];
+}
+
+bool cfg_secret_exposed(const struct cfg *cfg, char *msg, size_t len)
+{
+	struct stat st;
+	bool secret = cfg->secret[0] || auth_has_secret(&cfg->auth);
+
+	for (unsigned i = 0; i < cfg->nvolumes && !secret; i++)
+		secret = auth_has_secret(&cfg->volumes[i].auth);
+	if (!secret || !cfg->path[0] || stat(cfg->path, &st) < 0 || !(st.st_mode & S_IROTH))
+		return false;
+	snprintf(msg, len,
+		 "%s holds a secret and every user on this machine can read it (mode %04o): "
+		 "chmod o-r %s (600, or 640 with a group of its own)",
+		 cfg->path, (unsigned)(st.st_mode & 07777), cfg->path);
+	return true;
 }
 
 void cfg_free(struct cfg *cfg)

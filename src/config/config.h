@@ -58,6 +58,7 @@ struct cfg_node {
 	int line; /* of the section header */
 	int control_line, data_dir_line;
 	unsigned busy_poll_us; /* event loop polling window; 0 = sleep at once */
+	unsigned control_mode; /* the control socket's mode: 0600 (default), 0660, 0666 */
 };
 
 /* iSCSI login authentication (auth, chap-user, chap-secret, chap-mutual-user,
@@ -125,6 +126,10 @@ int cfg_load(const char *path, struct cfg **out, char *err, size_t errlen);
 int cfg_parse_string(const char *text, const char *name, struct cfg **out, char *err,
 		     size_t errlen);
 void cfg_free(struct cfg *cfg); /* NULL is a no-op */
+/* True, with why in msg, when cfg holds a secret (the cluster's, a CHAP
+ * one) and its file (cfg->path) is readable by every user on this machine:
+ * the daemons warn at start. */
+bool cfg_secret_exposed(const struct cfg *cfg, char *msg, size_t len);
 
 int cfg_node_index(const struct cfg *cfg, const char *name); /* -1 if absent */
 /* True when the volume lives on node index n. */

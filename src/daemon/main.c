@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../common/log.h"
@@ -174,6 +175,10 @@ static int start(struct node *n, char *err, size_t errlen)
 			 r == -EADDRINUSE ? "another tandemd answers there" : strerror(-r));
 		return r;
 	}
+	/* created 0600 (net_listen_unix); wider only when configured */
+	if (me->control_mode != 0600 && chmod(me->control, me->control_mode) < 0)
+		log_warn("[node %s] control-mode %04o: chmod %s: %s", me->name, me->control_mode,
+			 me->control, strerror(errno));
 	return 0;
 }
 
@@ -350,6 +355,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	log_init("tandemd", fg, verbose ? LOG_LVL_DEBUG : LOG_LVL_INFO);
+	if (cfg_secret_exposed(n.cfg, err, sizeof(err)))
+		log_warn("SECURITY: %s", err);
 
 	signal(SIGPIPE, SIG_IGN);
 	sigemptyset(&mask);

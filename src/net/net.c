@@ -209,12 +209,18 @@ int net_listen_unix(struct net_listener *l, struct ev_loop *ev, const char *path
 		}
 		unlink(path);
 	}
-	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
-		r = -errno;
+	/* Created 0600 (its owner only), not world-usable for a moment between
+	 * bind and chmod. (umask is per process; the daemons create files from
+	 * the loop thread only.) */
+	{
+		mode_t old = umask(0177);
+		r = bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0 ? -errno : 0;
+		umask(old);
+	}
+	if (r < 0) {
 		close(fd);
 		return r;
 	}
-	chmod(path, 0600);
 	return listen_fd(l, ev, fd, on_accept);
 }
 

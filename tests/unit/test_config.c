@@ -6,7 +6,10 @@
 #include "unit.h"
 
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "../../src/config/config.h"
 
@@ -236,6 +239,51 @@ static void test_one_node(void **state)
 	"[node a]\nreplication = 127.0.0.1:7789\ncontrol = /tmp/t/a.sock\n" \
 	"data-dir = /tmp/t/a\n[node b]\nreplication = 127.0.0.1:7889\n"     \
 	"control = /tmp/t/b.sock\ndata-dir = /tmp/t/b\n" VOL
+/* control-mode, and the warning about a secret every user can read. */
+static void test_control_mode_and_exposure(void **state)
+{
+	static const char wide[] =
+		"[cluster]\nname = lab\nsecret = s3cret\n"
+		"[node a]\nreplication = 127.0.0.1:7789\ncontrol = /tmp/t/a.sock\n"
+		"control-mode = 0660\ndata-dir = /tmp/t/a\n[node b]\n"
+		"replication = 127.0.0.1:7889\ncontrol = /tmp/t/b.sock\n"
+		"data-dir = /tmp/t/b\n" VOL;
+	static const char bad[] =
+		"[cluster]\nname = lab\nsecret = s3cret\n"
+		"[node a]\nreplication = 127.0.0.1:7789\ncontrol = /tmp/t/a.sock\n"
+		"control-mode = 0777\ndata-dir = /tmp/t/a\n[node b]\n"
+		"replication = 127.0.0.1:7889\ncontrol = /tmp/t/b.sock\n"
+		"data-dir = /tmp/t/b\n" VOL;
+	char path[] = "/tmp/tandem-cfg-XXXXXX", msg[512];
+	struct cfg *c;
+	FILE *f;
+	int fd;
+	(void)state;
+
+	c = parse_ok(wide);
+	assert_int_equal(c->nodes[0].control_mode, 0660);
+	assert_int_equal(c->nodes[1].control_mode, 0600); /* the default */
+	cfg_free(c);
+	expect_error(bad, line_of(bad, "control-mode"), "control-mode", "0600, 0660 or 0666");
+
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	f = fdopen(fd, "w");
+	assert_non_null(f);
+	fputs(wide, f);
+	fclose(f);
+	assert_int_equal(cfg_load(path, &c, msg, sizeof(msg)), 0);
+	assert_int_equal(chmod(path, 0644), 0);
+	assert_true(cfg_secret_exposed(c, msg, sizeof(msg)));
+	assert_non_null(strstr(msg, "mode 0644"));
+	assert_int_equal(chmod(path, 0640), 0); /* a group of its own: fine */
+	assert_false(cfg_secret_exposed(c, msg, sizeof(msg)));
+	assert_int_equal(chmod(path, 0600), 0);
+	assert_false(cfg_secret_exposed(c, msg, sizeof(msg)));
+	cfg_free(c);
+	unlink(path);
+}
+
 static void test_tls_keys(void **state)
 {
 	static const char on[] = "[cluster]\nname = lab\nsecret = s3cret\ntls = on\n" NODES_AB;
@@ -922,6 +970,7 @@ int main(void)
 		cmocka_unit_test(test_long_section_names),
 		cmocka_unit_test(test_check_local),
 		cmocka_unit_test(test_tls_keys),
+		cmocka_unit_test(test_control_mode_and_exposure),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
