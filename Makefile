@@ -153,6 +153,7 @@ bench: all
 	@bash bench/resync.sh
 	@bash bench/iscsi.sh
 	@bash bench/failover.sh
+	@bash bench/host-failure.sh
 	@bash bench/seed-wan.sh
 	@bash bench/latency-rtt.sh
 
