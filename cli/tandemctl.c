@@ -29,6 +29,7 @@ static void usage(FILE *f)
 		   "  wait-sync VOLUME [--timeout SEC]\n"
 		   "  primary VOLUME [--force] | secondary VOLUME [--timeout SEC]\n"
 		   "  connect VOLUME | disconnect VOLUME | verify VOLUME | invalidate VOLUME\n"
+		   "  attach VOLUME [--disk PATH]   a new (or the repaired) disk for a failed one\n"
 		   "  switchover VOLUME [NODE]       planned: the primary demotes, NODE (or the\n"
 		   "                                other node) promotes; waits for both\n"
 		   "  set VOLUME KEY=VALUE...       replication=sync|async, async-backlog=SIZE,\n"

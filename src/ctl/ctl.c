@@ -461,6 +461,23 @@ static void run_command(struct ctl_conn *c, int argc, char **argv)
 						"not yet");
 		else
 			out_add(c, "error %s\n", msg[0] ? msg : strerror(-r));
+	} else if (strcmp(cmd, "attach") == 0 &&
+		   (argc == 2 || (argc == 4 && strcmp(argv[2], "--disk") == 0))) {
+		struct vol *v = find(s, argv[1]);
+		char msg[512] = "";
+		int r;
+		if (!v || !v->repl) {
+			out_add(c, "error no replicated volume named '%s' on node %s\n", argv[1],
+				s->info.node);
+			return;
+		}
+		r = repl_attach(v->repl, argc == 4 ? argv[3] : NULL, msg, sizeof(msg));
+		if (r == 0)
+			out_add(c, "ok\n");
+		else if (r == -EAGAIN)
+			out_add(c, "wait %s\n", msg);
+		else
+			out_add(c, "error %s\n", msg[0] ? msg : strerror(-r));
 	} else if (strcmp(cmd, "set") == 0 && argc >= 3) {
 		struct vol *v = find(s, argv[1]);
 		char msg[256] = "";

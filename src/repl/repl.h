@@ -37,7 +37,8 @@
  *                    outdated -> uptodate     [verdict equal]
  *                    (start) -> consistent    [opened up to date, not just created: R9]
  *                    consistent -> uptodate   [verdict equal or source; --force]
- *                    any -> inconsistent      [becoming sync target; `invalidate`]
+ *                    any but failed -> inconsistent [becoming sync target; `invalidate`]
+ *                    failed -> inconsistent   [`attach` only (F1): a new store]
  *                    inconsistent -> uptodate [RS_DONE]
  *                    inconsistent -> consistent [`primary --force` restores the image
  *                                                kept before the resync: repl_cp.c]
@@ -46,6 +47,11 @@
  *         primary -> secondary  [`secondary`: once in-flight writes are done: repl_demote]
  *   (disk and role belong to the volume: vol_set_disk and vol_set_role write them)
  * Invariants:
+ *   F1. A failed disk is latched: nothing makes it a sync target (the
+ *       handshake leaves a pair with a failed disk established, RS_START
+ *       onto it ends the connection) but `attach`, which opens a store and
+ *       resyncs it fully. A peer whose disk failed gets no data (peer_ready
+ *       is false): writes are marked for it as while it is away.
  *   R1. A front-end write completes only after the local store and, when the
  *       peer is connected, the peer completed it; if the peer is lost first,
  *       its region is marked out of sync (durably) before it completes.
@@ -195,6 +201,9 @@ int repl_demote(struct repl *r, char *msg, size_t len);
 int repl_connect(struct repl *r, char *msg, size_t len);
 int repl_disconnect(struct repl *r, char *msg, size_t len);
 int repl_invalidate(struct repl *r, char *msg, size_t len);
+/* F1: a new store (path, or the old one reopened: NULL) for a failed disk
+ * on a secondary, filled by a full resync from the peer. */
+int repl_attach(struct repl *r, const char *path, char *msg, size_t len);
 /* A planned switchover: makes node `to` (NULL: the one that is not primary
  * now) primary; the primary demotes first (R11), then the other promotes.
  * Polled like the others: -EAGAIN while under way. */

@@ -315,6 +315,8 @@ int repl_verify(struct repl *r, char *msg, size_t len)
 	return 0;
 }
 
+static int replace_all(struct repl *r, char *msg, size_t len);
+
 int repl_invalidate(struct repl *r, char *msg, size_t len)
 {
 	struct vol *v = r->v;
@@ -323,8 +325,42 @@ int repl_invalidate(struct repl *r, char *msg, size_t len)
 		snprintf(msg, len, "volume %s is primary here; make it secondary first", v->name);
 		return -EBUSY;
 	}
+	if (v->disk == VOL_FAILED) { /* F1: latched; attach brings a disk back */
+		snprintf(msg, len,
+			 "volume %s: the disk is failed: `tandemctl attach %s [--disk PATH]` "
+			 "brings one back",
+			 v->name, v->name);
+		return -EIO;
+	}
 	log_warn("volume %s: invalidated: local data will be replaced by %s's", v->name,
 		 peer_name(r));
+	return replace_all(r, msg, len);
+}
+
+int repl_attach(struct repl *r, const char *path, char *msg, size_t len)
+{
+	struct vol *v = r->v;
+	int e;
+
+	if (v->role == VOL_PRIMARY) {
+		snprintf(msg, len,
+			 "volume %s is primary here: a disk can be attached to a secondary only "
+			 "(switch over to %s first)",
+			 v->name, peer_name(r));
+		return -EBUSY;
+	}
+	e = vol_attach(v, path, msg, len);
+	if (e)
+		return e;
+	log_warn("volume %s: the attached disk gets all of %s's data", v->name, peer_name(r));
+	return replace_all(r, msg, len);
+}
+
+/* This node's data is to be replaced by the peer's (a full resync). */
+static int replace_all(struct repl *r, char *msg, size_t len)
+{
+	struct vol *v = r->v;
+
 	sb(r)->gen_current = GEN_NONE;
 	sb(r)->gen_bitmap = GEN_NONE;
 	if (vol_md_write(v)) {

@@ -314,6 +314,14 @@ static void handshake_decide(struct rconn *c)
 		if (d.full)
 			bm_set_all(r->bm);
 		bm_flush(r->bm, NULL);
+		if (c->pst.disk == VOL_FAILED) {
+			/* F1: no resync onto a failed disk; the marks stay */
+			log_warn("volume %s: %s's disk is failed: nothing is copied to it until "
+				 "`tandemctl attach` there",
+				 r->v->name, c->peer_node);
+			repl_set_rstate(r, RR_ESTABLISHED);
+			break;
+		}
 		r->rs_total = bm_oos_count(r->bm);
 		r->rs_pct_shown = 0;
 		repl_set_rstate(r, RR_SYNCSOURCE);
@@ -324,6 +332,14 @@ static void handshake_decide(struct rconn *c)
 		if (d.full)
 			bm_set_all(r->bm);
 		bm_flush(r->bm, NULL);
+		if (r->v->disk == VOL_FAILED) {
+			/* F1: the failure is latched; `attach` ends it */
+			log_warn("volume %s: the disk is failed: no resync from %s onto it until "
+				 "`tandemctl attach`",
+				 r->v->name, c->peer_node);
+			repl_set_rstate(r, RR_ESTABLISHED);
+			break;
+		}
 		r->rs_total = bm_oos_count(r->bm);
 		r->rs_pct_shown = 0;
 		if (!bm_oos_count(r->bm))
@@ -424,6 +440,12 @@ static int run_state(struct rconn *c, const struct repl_msg *m)
 		}
 	}
 	r->peer = m->u.state;
+	if (r->peer.disk == VOL_FAILED && r->rstate == RR_SYNCSOURCE) {
+		/* F1: its disk failed during the resync: start over, and the
+		 * handshake leaves the marks for an attach */
+		conn_fail(c, "%s's disk failed during the resync", c->peer_node);
+		return -1;
+	}
 	if (was_primary != (r->peer.role == REPL_ROLE_PRIMARY)) {
 		log_info("volume %s: %s is now %s", r->v->name, c->peer_node,
 			 r->peer.role == REPL_ROLE_PRIMARY ? "primary" : "secondary");

@@ -742,6 +742,15 @@ int msg_rs_start(struct rconn *c, const struct repl_msg *m)
 		conn_fail(c, "unexpected resync start from %s", c->peer_node);
 		return -1;
 	}
+	if (r->v->disk == VOL_FAILED) {
+		/* F1: never onto a failed disk (the peer learns it from the
+		 * STATE of the handshake that follows) */
+		conn_fail(c,
+			  "%s starts a resync, but the disk here is failed: `tandemctl attach` "
+			  "first",
+			  c->peer_node);
+		return -1;
+	}
 	r->behind = m->u.gen.gen_bitmap == REPL_RS_WHY_AHEAD;
 	if (r->behind)
 		log_info("volume %s: %s is ahead (its async backlog overflowed): this node is "

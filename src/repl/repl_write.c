@@ -43,8 +43,12 @@ void repl_meta_changed(struct repl *r)
 
 bool peer_ready(const struct repl *r)
 {
+	/* A peer whose disk failed is connected but takes no data (its
+	 * failure is latched until `attach` there): writes mark out of sync
+	 * here as while it is away, and no resync goes to it. */
 	return conn_usable(r->conn) && r->conn->hs_stage == ST_RUN &&
-	       (r->rstate == RR_ESTABLISHED || r->rstate == RR_SYNCSOURCE);
+	       (r->rstate == RR_ESTABLISHED || r->rstate == RR_SYNCSOURCE) &&
+	       r->peer.disk != VOL_FAILED;
 }
 
 static uint64_t slot_of(uint64_t seq)
@@ -297,6 +301,8 @@ void peer_failed(struct repl *r, const struct vol_io *io, int res)
 		al_mark(r);
 	else
 		oos_mark(r, io->off, io->len);
+	if (r->peer.disk == VOL_FAILED)
+		return; /* latched there: nothing is copied to it (peer_ready) */
 	r->peer.disk = VOL_INCONSISTENT;
 	if (r->rstate == RR_SYNCSOURCE || r->vfy_state == VFY_RUNNING || !peer_ready(r))
 		return; /* the running resync, or the one after verify, copies them */

@@ -363,6 +363,7 @@ static const char *op_name(enum bs_op t)
 
 static void io_finish(struct vol_io *io, int res)
 {
+	io->vol->bios--;
 	if (res == -EIO)
 		vol_disk_error(io->vol, EIO, op_name(io->bio.type));
 	io->local_done(io, res);
@@ -657,11 +658,56 @@ void vol_local(struct vol *v, struct vol_io *io, void (*done)(struct vol_io *io,
 	io->bio.buf = io->buf;
 	io->bio.cb = bio_done;
 	io->bio.op.cb = NULL; /* the store sets its own */
+	v->bios++;
 	if (v->disk == VOL_FAILED) { /* no I/O to a failed disk */
 		bs_complete_later(v->ev, &io->bio, -EIO);
 		return;
 	}
 	bs_submit(v->bs, &io->bio);
+}
+
+int vol_attach(struct vol *v, const char *path, char *msg, size_t len)
+{
+	const char *spec = path ? path : v->data_path[0] ? v->data_path : "ram:";
+	struct bs *nb;
+	int r;
+
+	if (v->disk != VOL_FAILED) {
+		snprintf(msg, len, "volume %s: the disk is %s, not failed: nothing to attach",
+			 v->name, vol_disk_name(v->disk));
+		return -EINVAL;
+	}
+	if (v->md_failed) {
+		snprintf(msg, len,
+			 "volume %s: its metadata could not be written (see the log): restart the "
+			 "node to attach a disk",
+			 v->name);
+		return -EIO;
+	}
+	if (v->bios) {
+		snprintf(msg, len, "volume %s: %u requests to the failed disk not finished yet",
+			 v->name, v->bios);
+		return -EAGAIN;
+	}
+	r = bs_open_spec(v->ev, spec, v->size, v->bs->direct, &nb);
+	if (r) {
+		snprintf(msg, len, "volume %s: %s: %s", v->name, spec, strerror(-r));
+		return r;
+	}
+	if (nb->align > v->min_block) {
+		snprintf(msg, len, "volume %s: %s needs %u-byte alignment, the volume %u", v->name,
+			 spec, nb->align, v->min_block);
+		bs_close(nb);
+		return -EINVAL;
+	}
+	bs_close(v->bs);
+	v->bs = nb;
+	if (path)
+		snprintf(v->data_path, sizeof(v->data_path), "%s",
+			 strncmp(path, "ram:", 4) ? path : "");
+	log_warn("volume %s: disk %s attached in place of the failed one", v->name, spec);
+	memset(&v->disk_error, 0, sizeof(v->disk_error));
+	return 0;
 }
 
 int vol_block_status(struct vol *v, uint64_t off, uint64_t len, struct bs_extent *ext, unsigned max,

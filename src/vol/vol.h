@@ -158,6 +158,7 @@ struct vol {
 	bool crashed_primary; /* ... and was primary then */
 	bool md_failed;       /* a metadata write failed: the disk is failed, and the
 			       * metadata is never marked clean (V4) */
+	unsigned bios;        /* vol_local requests on the store, not yet finished */
 	/* why the disk failed, for status and the event: the first error
 	 * (vol_disk_error); err 0 while it has not failed on this run */
 	struct {
@@ -214,6 +215,12 @@ struct vol_io {
 /* A store or metadata error fails the disk: records why (the first error
  * only), then vol_set_disk(FAILED). err is a positive errno. */
 void vol_disk_error(struct vol *v, int err, const char *op);
+/* A new store for a failed disk (F1: the one way out of failed, with the
+ * replication's attach): path, or the old one again when NULL. The disk
+ * stays failed; the caller makes it inconsistent and resyncs it. 0, or
+ * -errno with why in msg (not failed, metadata failed, I/O still on the old
+ * store, the new one does not open). */
+int vol_attach(struct vol *v, const char *path, char *msg, size_t len);
 int vol_open(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned ni, struct vol **out,
 	     char *err, size_t errlen);
 void vol_close(struct vol *v); /* NULL is a no-op; marks metadata clean */
