@@ -249,6 +249,8 @@ static const char *const cluster_keys[] = { "name",
 					    "handshake-timeout",
 					    "witness-timeout",
 					    "quorum-timeout",
+					    "disk-slow-ms",
+					    "disk-slow-s",
 					    "resync-link-rate",
 					    "witness-dir",
 					    "compression",
@@ -473,6 +475,22 @@ static int handle_cluster(struct parse *p, const char *key, const char *val)
 			c->witness_timeout_ms = (unsigned)(sec * 1000 + 0.5);
 		else
 			c->quorum_timeout_ms = (unsigned)(sec * 1000 + 0.5);
+		return 0;
+	}
+	if (strcmp(key, "disk-slow-ms") == 0 || strcmp(key, "disk-slow-s") == 0) {
+		bool ms = key[10] == 'm';
+		unsigned long lo = ms ? 0 : 1, hi = ms ? 600000 : 3600, v;
+		char *end;
+		errno = 0;
+		v = strtoul(val, &end, 10);
+		if (val[0] < '0' || val[0] > '9' || errno || *end || v < lo || v > hi) {
+			fail(p, p->line, key, "'%s' is not a number from %lu to %lu", val, lo, hi);
+			return -1;
+		}
+		if (ms)
+			c->disk_slow_ms = (unsigned)v;
+		else
+			c->disk_slow_s = (unsigned)v;
 		return 0;
 	}
 	if (strcmp(key, "resync-link-rate") == 0) {
@@ -1019,6 +1037,8 @@ int cfg_parse_string(const char *text, const char *name, struct cfg **out, char 
 	p->cfg->handshake_timeout_ms = CFG_HANDSHAKE_TIMEOUT_DEFAULT_MS;
 	p->cfg->witness_timeout_ms = CFG_WITNESS_TIMEOUT_DEFAULT_MS;
 	p->cfg->quorum_timeout_ms = CFG_QUORUM_TIMEOUT_DEFAULT_MS;
+	p->cfg->disk_slow_ms = CFG_DISK_SLOW_MS_DEFAULT;
+	p->cfg->disk_slow_s = CFG_DISK_SLOW_S_DEFAULT;
 	snprintf(p->cfg->witness_dir, sizeof(p->cfg->witness_dir), "%s", CFG_WITNESS_DIR_DEFAULT);
 	r = ini_parse_stream(reader, p, handler, p);
 	if (!p->failed && r > 0)

@@ -15,6 +15,8 @@
 #define CFG_LINE_MAX 190
 #define CFG_KEY_MAX 45
 #define CFG_BUSY_POLL_DEFAULT 50 /* microseconds */
+#define CFG_DISK_SLOW_MS_DEFAULT 5000 /* a request that slow is sick, not busy */
+#define CFG_DISK_SLOW_S_DEFAULT 30
 #define CFG_BUSY_POLL_MAX 10000
 #define CFG_PATH_MAX 256
 #define CFG_ADDR_MAX 96
@@ -106,6 +108,10 @@ struct cfg {
 	unsigned handshake_timeout_ms; /* NBD handshake, iSCSI login */
 	unsigned witness_timeout_ms;   /* a silent witness session is dead after this */
 	unsigned quorum_timeout_ms;    /* a write held for quorum fails after this */
+	/* gray failure: a secondary's disk whose requests stay slower than
+	 * disk_slow_ms (more than 1% of them, or none completing) for
+	 * disk_slow_s seconds in a row is detached (failed); 0 ms: never */
+	unsigned disk_slow_ms, disk_slow_s;
 	uint64_t resync_link_rate; /* bytes/s for the resyncs of all volumes to one peer; 0 none */
 	char witness_dir[CFG_PATH_MAX]; /* tandem-witness: its state files */
 	enum cfg_compress compression;  /* every volume's default */

@@ -106,6 +106,18 @@ static const struct vol_repl_ops repl_vol_ops = {
 	.lease_ok = vol_lease_hook,
 };
 
+/* A slow disk here may be detached (vol_slow_watch) only on a secondary
+ * whose primary peer is connected, established and up to date: that peer
+ * serves, and its marks bring the disk back after an attach (F1). A slow
+ * primary disk is kept: there is no serving through the peer yet. */
+static bool slow_may_detach(void *ctx)
+{
+	const struct repl *r = ctx;
+
+	return r->v->role == VOL_SECONDARY && peer_ready(r) && r->have_peer &&
+	       r->peer.role == REPL_ROLE_PRIMARY && r->peer.disk == VOL_UPTODATE;
+}
+
 int repl_new(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned self, struct vol *v,
 	     char *err, size_t errlen)
 {
@@ -235,6 +247,7 @@ int repl_new(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned se
 	v->repl = r;
 	v->repl_ops = &repl_vol_ops;
 	v->repl_ctx = r;
+	vol_slow_watch(v, cfg->disk_slow_ms, cfg->disk_slow_s, slow_may_detach, r);
 	v->port_peer = (uint16_t)(r->peer_ix + 1);
 	return 0;
 }
@@ -314,6 +327,7 @@ void repl_free(struct repl *r)
 	if (arena_empty(&r->ab_arena)) /* else entries outlive it: left mapped */
 		arena_fini(&r->ab_arena);
 	pack_free(r->pk);
+	vol_slow_watch(r->v, 0, 0, NULL, NULL);
 	r->v->repl = NULL;
 	r->v->repl_ops = NULL;
 	r->v->repl_ctx = NULL;

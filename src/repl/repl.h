@@ -51,7 +51,9 @@
  *       handshake leaves a pair with a failed disk established, RS_START
  *       onto it ends the connection) but `attach`, which opens a store and
  *       resyncs it fully. A peer whose disk failed gets no data (peer_ready
- *       is false): writes are marked for it as while it is away.
+ *       is false): writes are marked for it as while it is away. A
+ *       secondary's disk that stays too slow (disk-slow-ms for disk-slow-s,
+ *       vol_slow_watch) fails the same way while its primary serves.
  *   R1. A front-end write completes only after the local store and, when the
  *       peer is connected, the peer completed it; if the peer is lost first,
  *       its region is marked out of sync (durably) before it completes.

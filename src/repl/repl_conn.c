@@ -624,6 +624,10 @@ void tick(struct ev_timer *t)
 	}
 	if (r->rstate == RR_ESTABLISHED)
 		ab_caught_up(r);
+	/* a disk state that changed outside a message (a slow disk detached)
+	 * reaches the peer within a tick */
+	if (c && conn_usable(c) && c->hs_stage == ST_RUN && c->sent_disk != r->v->disk)
+		send_state(c);
 	cp_tick(r);
 	ab_tick(r);
 	if (r->rstate == RR_SYNCSOURCE && (r->rs_cap || r->rs_hold_ns || r->rs_floor || r->link))

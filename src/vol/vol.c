@@ -363,7 +363,14 @@ static const char *op_name(enum bs_op t)
 
 static void io_finish(struct vol_io *io, int res)
 {
-	io->vol->bios--;
+	struct vol *v = io->vol;
+
+	v->bios--;
+	if (v->slow.limit_ns) {
+		v->slow.n++;
+		if (ev_now(v->ev) - io->bio_t0 > v->slow.limit_ns)
+			v->slow.nslow++;
+	}
 	if (res == -EIO)
 		vol_disk_error(io->vol, EIO, op_name(io->bio.type));
 	io->local_done(io, res);
@@ -659,6 +666,7 @@ void vol_local(struct vol *v, struct vol_io *io, void (*done)(struct vol_io *io,
 	io->bio.cb = bio_done;
 	io->bio.op.cb = NULL; /* the store sets its own */
 	v->bios++;
+	io->bio_t0 = ev_now(v->ev);
 	if (v->disk == VOL_FAILED) { /* no I/O to a failed disk */
 		bs_complete_later(v->ev, &io->bio, -EIO);
 		return;
@@ -708,6 +716,48 @@ int vol_attach(struct vol *v, const char *path, char *msg, size_t len)
 	log_warn("volume %s: disk %s attached in place of the failed one", v->name, spec);
 	memset(&v->disk_error, 0, sizeof(v->disk_error));
 	return 0;
+}
+
+static void slow_tick(struct ev_timer *t)
+{
+	struct vol *v = container_of(t, struct vol, slow.timer);
+	bool bad = (v->slow.n && v->slow.nslow * 100 > v->slow.n) || (v->bios && !v->slow.n);
+
+	v->slow.secs = bad && v->disk != VOL_FAILED ? v->slow.secs + 1 : 0;
+	v->slow.n = v->slow.nslow = 0;
+	if (v->slow.secs >= v->slow.need_s) {
+		if (v->slow.may_detach && v->slow.may_detach(v->slow.ctx)) {
+			log_err("volume %s: the disk is too slow: more than 1%% of its requests "
+				"took over %llu ms, %u s in a row; detached",
+				v->name, (unsigned long long)(v->slow.limit_ns / 1000000),
+				v->slow.secs);
+			vol_disk_error(v, ETIMEDOUT, "slow");
+		} else if (!v->slow.said) {
+			log_warn("volume %s: the disk is too slow (over %llu ms for %u s) but no "
+				 "peer can serve in its place: kept",
+				 v->name, (unsigned long long)(v->slow.limit_ns / 1000000),
+				 v->slow.secs);
+			v->slow.said = true;
+		}
+		v->slow.secs = 0;
+	}
+	if (!bad)
+		v->slow.said = false;
+	ev_timer_arm(v->ev, t, 1000000000ull);
+}
+
+void vol_slow_watch(struct vol *v, unsigned limit_ms, unsigned need_s,
+		    bool (*may_detach)(void *ctx), void *ctx)
+{
+	v->slow.limit_ns = (uint64_t)limit_ms * 1000000ull;
+	v->slow.need_s = need_s ? need_s : 1;
+	v->slow.may_detach = may_detach;
+	v->slow.ctx = ctx;
+	ev_timer_cancel(v->ev, &v->slow.timer);
+	if (!limit_ms)
+		return;
+	v->slow.timer.fn = slow_tick;
+	ev_timer_arm(v->ev, &v->slow.timer, 1000000000ull);
 }
 
 int vol_block_status(struct vol *v, uint64_t off, uint64_t len, struct bs_extent *ext, unsigned max,
@@ -896,6 +946,7 @@ void vol_close(struct vol *v)
 	if (!v)
 		return;
 	ev_timer_cancel(v->ev, &v->lease_timer);
+	ev_timer_cancel(v->ev, &v->slow.timer);
 	if (v->bs && v->bs->ops->sync(v->bs) < 0) {
 		log_warn("volume %s: final flush failed", v->name);
 		vol_set_disk(v, VOL_FAILED);

@@ -159,6 +159,16 @@ struct vol {
 	bool md_failed;       /* a metadata write failed: the disk is failed, and the
 			       * metadata is never marked clean (V4) */
 	unsigned bios;        /* vol_local requests on the store, not yet finished */
+	/* gray failure (vol_slow_watch): requests and slow ones in this second,
+	 * seconds in a row that were slow, and who decides on a detach */
+	struct {
+		uint64_t limit_ns;
+		unsigned need_s, n, nslow, secs;
+		bool said;
+		struct ev_timer timer;
+		bool (*may_detach)(void *ctx);
+		void *ctx;
+	} slow;
 	/* why the disk failed, for status and the event: the first error
 	 * (vol_disk_error); err 0 while it has not failed on this run */
 	struct {
@@ -208,6 +218,7 @@ struct vol_io {
 	uint64_t ticket;
 	bool tracked;
 	uint64_t lease_t0; /* V5: when it began to wait for the lease; 0 not */
+	uint64_t bio_t0;   /* vol_local: when it went to the store */
 	struct vol_rep rep;
 };
 
@@ -221,6 +232,12 @@ void vol_disk_error(struct vol *v, int err, const char *op);
  * -errno with why in msg (not failed, metadata failed, I/O still on the old
  * store, the new one does not open). */
 int vol_attach(struct vol *v, const char *path, char *msg, size_t len);
+/* Gray failure: once more than 1% of the store's requests in a second take
+ * longer than limit_ms (or none completes while some are out), need_s
+ * seconds in a row, the disk fails (ETIMEDOUT, "slow") if may_detach(ctx)
+ * says a peer can serve; otherwise one warning. limit_ms 0: off. */
+void vol_slow_watch(struct vol *v, unsigned limit_ms, unsigned need_s,
+		    bool (*may_detach)(void *ctx), void *ctx);
 int vol_open(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned ni, struct vol **out,
 	     char *err, size_t errlen);
 void vol_close(struct vol *v); /* NULL is a no-op; marks metadata clean */

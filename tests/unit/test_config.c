@@ -284,6 +284,32 @@ static void test_control_mode_and_exposure(void **state)
 	unlink(path);
 }
 
+/* disk-slow-ms, disk-slow-s in [cluster]: defaults, values, bounds. */
+static void test_disk_slow(void **state)
+{
+	static const char set[] = "[cluster]\nname = lab\nsecret = s3cret\ndisk-slow-ms = 200\n"
+				  "disk-slow-s = 3\n" NODES_AB;
+	static const char off[] =
+		"[cluster]\nname = lab\nsecret = s3cret\ndisk-slow-ms = 0\n" NODES_AB;
+	static const char bad[] =
+		"[cluster]\nname = lab\nsecret = s3cret\ndisk-slow-s = 0\n" NODES_AB;
+	struct cfg *c;
+	(void)state;
+
+	c = parse_ok(HEAD VOL);
+	assert_int_equal(c->disk_slow_ms, CFG_DISK_SLOW_MS_DEFAULT);
+	assert_int_equal(c->disk_slow_s, CFG_DISK_SLOW_S_DEFAULT);
+	cfg_free(c);
+	c = parse_ok(set);
+	assert_int_equal(c->disk_slow_ms, 200);
+	assert_int_equal(c->disk_slow_s, 3);
+	cfg_free(c);
+	c = parse_ok(off);
+	assert_int_equal(c->disk_slow_ms, 0);
+	cfg_free(c);
+	expect_error(bad, line_of(bad, "disk-slow-s"), "disk-slow-s", "from 1 to 3600");
+}
+
 static void test_tls_keys(void **state)
 {
 	static const char on[] = "[cluster]\nname = lab\nsecret = s3cret\ntls = on\n" NODES_AB;
@@ -971,6 +997,7 @@ int main(void)
 		cmocka_unit_test(test_check_local),
 		cmocka_unit_test(test_tls_keys),
 		cmocka_unit_test(test_control_mode_and_exposure),
+		cmocka_unit_test(test_disk_slow),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
