@@ -440,10 +440,13 @@ static int run_state(struct rconn *c, const struct repl_msg *m)
 		}
 	}
 	r->peer = m->u.state;
-	if (r->peer.disk == VOL_FAILED && r->rstate == RR_SYNCSOURCE) {
-		/* F1: its disk failed during the resync: start over, and the
-		 * handshake leaves the marks for an attach */
-		conn_fail(c, "%s's disk failed during the resync", c->peer_node);
+	if (r->peer.disk == VOL_FAILED && (r->rstate == RR_SYNCSOURCE || !ab_empty(r))) {
+		/* F1: its disk failed during the resync, or with the async
+		 * stream holding writes for it: start over (the stream turns
+		 * into marks as on any lost connection), and the handshake
+		 * leaves the marks for an attach */
+		conn_fail(c, "%s's disk failed during the %s", c->peer_node,
+			  r->rstate == RR_SYNCSOURCE ? "resync" : "async stream");
 		return -1;
 	}
 	if (was_primary != (r->peer.role == REPL_ROLE_PRIMARY)) {
