@@ -696,6 +696,11 @@ static int rec_start(struct net_conn *c)
 	}
 	OPENSSL_cleanse(t->sec, sizeof(t->sec));
 	t->rec = true;
+	/* OpenSSL is done: it would keep the first secrets (and the master
+	 * secret) for the connection's life, past every KeyUpdate (R2) */
+	SSL_free(ssl);
+	t->ssl = NULL;
+	t->bio = NULL; /* (freed with it) */
 	return 0;
 }
 
@@ -880,8 +885,12 @@ static int rec_pump(struct net_conn *c)
 				return -1;
 			}
 			t->rekeys_in++;
-			if (request && rec_key_update(c, false))
-				return -1;
+			if (request && !t->ku_reply) {
+				/* one answer however many requests, before our next
+				 * record (tls_seal) */
+				t->ku_reply = true;
+				ev_defer(c->ev, &c->flush);
+			}
 		}
 		return 1;
 	}
@@ -1035,7 +1044,12 @@ void tls_seal(struct net_conn *c)
 
 	if (t->st != TLS_OPEN)
 		return;
-	if (t->wire_total >= t->rekey_at) {
+	if (t->ku_reply && !t->notified) {
+		t->ku_reply = false;
+		if (rec_key_update(c, false))
+			return;
+	}
+	if (t->wire_total >= t->rekey_at && !t->notified) {
 		/* new keys both ways; the KeyUpdate goes out before the next
 		 * record, the peer answers with its own */
 		if (rec_key_update(c, true))

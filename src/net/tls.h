@@ -110,6 +110,7 @@ struct net_tls {
 	bool pumping, repump; /* tls_pump is on the stack; run it once more */
 	bool want_read;       /* OpenSSL needs ciphertext: the recv is armed */
 	bool notified;        /* close_notify queued */
+	bool ku_reply;        /* the peer asked for new keys: ours go out first */
 	/* ciphertext received (cin) and produced (the chunk queue) */
 	uint8_t *cin;
 	size_t cin_start, cin_end;

@@ -181,9 +181,13 @@ long tls_rec_open(struct tls_rec_dir *d, const uint8_t *hdr, const uint8_t *ct, 
 	    EVP_DecryptUpdate(d->cx, out, &n, ct, (int)len) != 1 || (size_t)n != len ||
 	    EVP_CIPHER_CTX_ctrl(d->cx, EVP_CTRL_AEAD_SET_TAG, TLS_REC_TAG, tag) != 1)
 		return -EIO;
+	long k;
+
 	if (EVP_DecryptFinal_ex(d->cx, out + len, &n) != 1)
 		return -EBADMSG;
-	return tls_rec_inner(out, len, type);
+	k = tls_rec_inner(out, len, type);
+	/* RFC 8446 5.4: more than 2^14 bytes of content is record_overflow */
+	return k > (long)TLS_REC_PLAIN_MAX ? -EBADMSG : k;
 }
 
 int tls_rec_post_handshake(const uint8_t *p, size_t n, bool *request)
