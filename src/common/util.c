@@ -199,3 +199,14 @@ bool buf_is_zero(const void *p, size_t len)
 	const uint8_t *b = p;
 	return len == 0 || (b[0] == 0 && memcmp(b, b + 1, len - 1) == 0);
 }
+
+int hex_digit(char ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	if (ch >= 'a' && ch <= 'f')
+		return ch - 'a' + 10;
+	if (ch >= 'A' && ch <= 'F')
+		return ch - 'A' + 10;
+	return -1;
+}

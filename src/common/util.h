@@ -23,6 +23,8 @@ int parse_addr(const char *s, struct sockaddr_storage *ss, socklen_t *len);
 void format_size(uint64_t v, char *buf, size_t len);
 
 uint64_t now_ns(void); /* CLOCK_MONOTONIC */
+/* The value of one hex digit (either case), or -1. */
+int hex_digit(char ch);
 /* CLOCK_BOOTTIME: keeps running while the machine is suspended (leases) */
 uint64_t now_boot_ns(void);
 

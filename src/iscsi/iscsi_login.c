@@ -173,17 +173,6 @@ static const struct cfg_auth *vol_auth(struct iscsi_server *s, const struct vol 
 	return &s->cfg->auth;
 }
 
-static int hexval(char ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	if (ch >= 'A' && ch <= 'F')
-		return ch - 'A' + 10;
-	return -1;
-}
-
 /* "0x..." hex (RFC 7143 5.1 binary-value) into out; its length, or -1. */
 static int hex_decode(const char *v, uint8_t *out, size_t max)
 {
@@ -195,7 +184,7 @@ static int hex_decode(const char *v, uint8_t *out, size_t max)
 	if (!*v || strlen(v) % 2 || strlen(v) / 2 > max)
 		return -1;
 	for (; *v; v += 2) {
-		int hi = hexval(v[0]), lo = hexval(v[1]);
+		int hi = hex_digit(v[0]), lo = hex_digit(v[1]);
 		if (hi < 0 || lo < 0)
 			return -1;
 		out[n++] = (uint8_t)(hi << 4 | lo);

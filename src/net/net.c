@@ -335,18 +335,34 @@ static void rx_cb(struct ev_op *op, int res, uint32_t flags)
 		tls_rx(c, res);
 		return;
 	}
+	net_rx_got(c, (size_t)res);
+	net_rx_parse(c);
+	rx_arm(c);
+}
+
+void net_rx_got(struct net_conn *c, size_t n)
+{
 	if (c->direct_cb) {
-		c->direct_done += (size_t)res;
+		c->direct_done += n;
 		if (c->direct_done == c->direct_len) {
 			void (*cb)(struct net_conn *, int) = c->direct_cb;
 			c->direct_cb = NULL;
 			cb(c, 0);
 		}
 	} else {
-		c->rx_end += (size_t)res;
+		c->rx_end += n;
 	}
-	net_rx_parse(c);
-	rx_arm(c);
+}
+
+void net_rx_make_room(struct net_conn *c)
+{
+	if (c->rx_start == c->rx_end) {
+		c->rx_start = c->rx_end = 0;
+	} else if (c->rx_cap - c->rx_end < c->rx_cap / 4) {
+		memmove(c->rxbuf, c->rxbuf + c->rx_start, c->rx_end - c->rx_start);
+		c->rx_end -= c->rx_start;
+		c->rx_start = 0;
+	}
 }
 
 static void rx_arm(struct net_conn *c)
@@ -368,13 +384,7 @@ static void rx_arm(struct net_conn *c)
 	}
 	if (c->rx_paused)
 		return;
-	if (c->rx_start == c->rx_end) {
-		c->rx_start = c->rx_end = 0;
-	} else if (c->rx_cap - c->rx_end < c->rx_cap / 4) {
-		memmove(c->rxbuf, c->rxbuf + c->rx_start, c->rx_end - c->rx_start);
-		c->rx_end -= c->rx_start;
-		c->rx_start = 0;
-	}
+	net_rx_make_room(c);
 	if (c->rx_end == c->rx_cap)
 		return; /* owner must consume first: a message larger than the buffer
 			 * is a protocol error the owner detects */

@@ -158,17 +158,6 @@ static int psk_find(SSL *ssl, const unsigned char *id, size_t idlen, SSL_SESSION
 	return 1;
 }
 
-static int hexval(char ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	if (ch >= 'A' && ch <= 'F')
-		return ch - 'A' + 10;
-	return -1;
-}
-
 /* The application traffic secrets, as OpenSSL logs them: "LABEL <client
  * random, hex> <secret, hex>". Lines of the blocking client (no connection)
  * and every other label are ignored. */
@@ -190,7 +179,7 @@ static void keylog(const SSL *ssl, const char *line)
 			return;
 		h++;
 		for (int k = 0; k < TLS_REC_SECRET; k++) {
-			int hi = hexval(h[2 * k]), lo = hexval(h[2 * k + 1]);
+			int hi = hex_digit(h[2 * k]), lo = hex_digit(h[2 * k + 1]);
 			if (hi < 0 || lo < 0)
 				return;
 			c->tls->sec[i][k] = (uint8_t)(hi << 4 | lo);
@@ -779,17 +768,11 @@ static int rec_key_update(struct net_conn *c, bool request)
 /* The owner took n bytes opened into its destination. */
 static void rec_deliver(struct net_conn *c, size_t n)
 {
-	if (c->direct_cb) {
-		c->direct_done += n;
-		if (c->direct_done == c->direct_len) {
-			void (*cb)(struct net_conn *, int) = c->direct_cb;
-			c->direct_cb = NULL;
-			cb(c, 0);
-		}
-	} else {
-		c->rx_end += n;
+	bool direct = c->direct_cb != NULL;
+
+	net_rx_got(c, n);
+	if (!direct)
 		net_rx_parse(c);
-	}
 }
 
 /* pump_once in OPEN: 1 progress, 0 blocked, -1 the connection ends. */
@@ -805,13 +788,7 @@ static int rec_pump(struct net_conn *c)
 		dst = c->direct_buf + c->direct_done;
 		room = c->direct_len - c->direct_done;
 	} else if (!c->rx_paused) {
-		if (c->rx_start == c->rx_end) {
-			c->rx_start = c->rx_end = 0;
-		} else if (c->rx_cap - c->rx_end < c->rx_cap / 4) {
-			memmove(c->rxbuf, c->rxbuf + c->rx_start, c->rx_end - c->rx_start);
-			c->rx_end -= c->rx_start;
-			c->rx_start = 0;
-		}
+		net_rx_make_room(c);
 		dst = c->rxbuf + c->rx_end;
 		room = c->rx_cap - c->rx_end;
 	} else {

@@ -15,13 +15,7 @@
 need python3 mkfs.xfs losetup
 [ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root for a loop device" >&2; exit 77; }
 
-truncate -s 1G "$T/xfs.img"
-LOOP=$(losetup -f --show "$T/xfs.img" 2>/dev/null) || { echo "SKIP: no loop device" >&2; exit 77; }
-AT_EXIT+=("losetup -d '$LOOP'")
-mkfs.xfs -q -m reflink=1 "$LOOP" || fail "mkfs.xfs failed"
-mkdir -p "$T/xfs"
-mount "$LOOP" "$T/xfs" 2>/dev/null || { echo "SKIP: cannot mount XFS" >&2; exit 77; }
-AT_EXIT=("umount '$T/xfs'" "${AT_EXIT[@]}")
+XFS_SIZE=1G xfs_loop "$T/xfs" -m reflink=1
 
 export VOL_SIZE=64M PROXY=1 PEER_TIMEOUT=4 REPL_MODE=async
 NBLK=4096

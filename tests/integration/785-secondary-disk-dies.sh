@@ -16,13 +16,7 @@
 . "$_root/tests/integration/lib2.sh"
 need python3 mkfs.xfs losetup xfs_io qemu-io
 
-truncate -s 512M "$T/xfs.img"
-LOOP=$(losetup -f --show "$T/xfs.img" 2>/dev/null) || { echo "SKIP: no loop device" >&2; exit 77; }
-AT_EXIT+=("losetup -d '$LOOP'")
-mkfs.xfs -q "$LOOP" || fail "mkfs.xfs failed"
-mkdir -p "$T/xfs"
-mount "$LOOP" "$T/xfs" 2>/dev/null || { echo "SKIP: cannot mount XFS" >&2; exit 77; }
-AT_EXIT=("umount '$T/xfs'" "${AT_EXIT[@]}")
+xfs_loop "$T/xfs"
 
 export VOL_SIZE=64M
 write_config2 "$T/c.ini" "disk.b = $T/xfs/vol0.img"

@@ -14,26 +14,12 @@
 # shellcheck source=lib2.sh
 . "$_root/tests/integration/lib2.sh"
 need fio python3 stat
-[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root for a blkio cgroup" >&2; exit 77; }
-CG=/sys/fs/cgroup/blkio
-if [ ! -w "$CG/cgroup.procs" ] || [ ! -e "$CG/blkio.throttle.write_bps_device" ]; then
-	echo "SKIP: no writable blkio cgroup (v1) here" >&2
-	exit 77
-fi
 
 export VOL_SIZE=256M
 write_config2 "$T/c.ini"
 sed -i "s|^secret = .*|&\ndisk-slow-ms = 200\ndisk-slow-s = 3|" "$CFG"
 start_pair
-G=$CG/tandem-it-$$
-mkdir "$G" || { echo "SKIP: cannot make a blkio cgroup" >&2; exit 77; }
-AT_EXIT+=("cat '$G/cgroup.procs' 2>/dev/null | while read -r p; do echo \$p > '$CG/cgroup.procs'; done; rmdir '$G'")
-dev=$(stat -c '%Hd:%Ld' "$T/b/vol0.img")
-echo "$dev $((1 << 20))" >"$G/blkio.throttle.write_bps_device" ||
-	{ echo "SKIP: cannot throttle device $dev" >&2; exit 77; }
-for tid in /proc/"${NPID[b]}"/task/*; do
-	echo "${tid##*/}" >"$G/cgroup.procs" 2>/dev/null || true
-done
+throttle_writes b $((1 << 20))
 # a writer that b's disk cannot keep up with, until b detaches
 fio --name=w --ioengine=nbd --uri="$(uri a)" --rw=write --bs=1M --iodepth=8 --size=128M \
 	--direct=1 --time_based --runtime=60 --output="$T/fio1.out" >/dev/null 2>&1 &
@@ -60,7 +46,7 @@ python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) < 30 else 1)" "$secs" |
 	fail "a still waits for b's slow disk: 64 MiB took ${secs} s"
 
 # 3. the throttle goes, the disk comes back
-echo "$dev 0" >"$G/blkio.throttle.write_bps_device"
+throttle_writes b 0
 out=$(ctl_on b attach vol0 2>&1) || fail "attach failed: $out"
 wait_for b "v['disk'] == 'uptodate'" 90
 wait_for a "p['replication'] == 'established' and p['out_of_sync_bytes'] == 0" 30

@@ -310,3 +310,44 @@ wait_file()
 	done
 	fail "$(basename "$1") did not appear"
 }
+
+# xfs_loop DIR [MKFS.XFS OPTION...]: an XFS filesystem of XFS_SIZE (default
+# 512M) on a loop device over DIR.img, mounted at DIR, undone at exit. Exits
+# 77 (skip) where loop devices or XFS mounts do not work.
+xfs_loop()
+{
+	local dir=$1 loop
+	shift
+	truncate -s "${XFS_SIZE:-512M}" "$dir.img"
+	loop=$(losetup -f --show "$dir.img" 2>/dev/null) || { echo "SKIP: no loop device" >&2; exit 77; }
+	AT_EXIT+=("losetup -d '$loop'")
+	mkfs.xfs -q "$@" "$loop" || fail "mkfs.xfs failed"
+	mkdir -p "$dir"
+	mount "$loop" "$dir" 2>/dev/null || { echo "SKIP: cannot mount XFS" >&2; exit 77; }
+	AT_EXIT=("umount '$dir'" "${AT_EXIT[@]}")
+}
+
+# throttle_writes NODE BPS: the node's threads join a blkio cgroup (v1)
+# that limits writes to the device under its data file to BPS bytes/s; 0
+# lifts the limit. Exits 77 (skip) where that cannot be done here.
+BLKIO_G=
+throttle_writes()
+{
+	local n=$1 cg=/sys/fs/cgroup/blkio dev tid
+	dev=$(stat -c '%Hd:%Ld' "$T/$n/vol0.img")
+	if [ -z "$BLKIO_G" ]; then
+		[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root for a blkio cgroup" >&2; exit 77; }
+		if [ ! -w "$cg/cgroup.procs" ] || [ ! -e "$cg/blkio.throttle.write_bps_device" ]; then
+			echo "SKIP: no writable blkio cgroup (v1) here" >&2
+			exit 77
+		fi
+		BLKIO_G=$cg/tandem-it-$$
+		mkdir "$BLKIO_G" || { echo "SKIP: cannot make a blkio cgroup" >&2; exit 77; }
+		AT_EXIT+=("cat '$BLKIO_G/cgroup.procs' 2>/dev/null | while read -r p; do echo \$p > '$cg/cgroup.procs'; done; rmdir '$BLKIO_G'")
+	fi
+	echo "$dev $2" >"$BLKIO_G/blkio.throttle.write_bps_device" ||
+		{ echo "SKIP: cannot throttle device $dev" >&2; exit 77; }
+	for tid in /proc/"${NPID[$n]}"/task/*; do
+		echo "${tid##*/}" >"$BLKIO_G/cgroup.procs" 2>/dev/null || true
+	done
+}
