@@ -6,6 +6,7 @@
 # with "tls", the mirror's NBD connection runs TLS 1.3 with a pre-shared key.
 #
 #   anchor_tools                 writes $W/qmp.py and $W/nodelay.py (once)
+#   anchor_nodelay_tool          writes $W/nodelay.py alone
 #   start_anchor [tls]           fresh $W/anchor-{a,b}.img of SIZE_MB, both
 #                                servers, mirror READY; sets PID_QN, PID_QSD
 #   stop_anchor
@@ -78,7 +79,11 @@ elif sys.argv[2] == "check":
     print(json.dumps(jobs))
     sys.exit(0 if jobs and jobs[0].get("ready") and jobs[0].get("status") == "ready" else 1)
 PY
+anchor_nodelay_tool
+}
 
+# anchor_nodelay_tool: writes $W/nodelay.py (also for bench/resync.sh).
+anchor_nodelay_tool() {
 cat > "$W/nodelay.py" <<'PY'
 # nodelay.py PID PORT: sets TCP_NODELAY on PID's connected TCP sockets whose
 # local port is PORT, through duplicates taken with pidfd_getfd(2).

@@ -86,6 +86,8 @@
 # when PARTS is "e" alone). Needs root (ip netns, tc).
 set -Eeuo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=lib-anchor.sh
+. bench/lib-anchor.sh # (anchor_nodelay_tool only: (e) keeps its own QMP sampler)
 BIN=${TANDEM_BUILD:-build}
 LINK=${LINK:-100}
 RUNTIME=${RUNTIME:-20}
@@ -330,36 +332,7 @@ elif sys.argv[2] == "check":
     sys.exit(0 if jobs and jobs[0].get("ready") and jobs[0].get("status") == "ready" else 1)
 PY
 
-cat > "$W/nodelay.py" <<'PY'
-# nodelay.py PID PORT: sets TCP_NODELAY on PID's connected TCP sockets whose
-# local port is PORT, through duplicates taken with pidfd_getfd(2) (as in
-# bench/repl.sh).
-import ctypes, os, socket, sys
-libc = ctypes.CDLL(None, use_errno=True)
-pid, port, done = int(sys.argv[1]), int(sys.argv[2]), 0
-pfd = os.pidfd_open(pid)
-for fd in os.listdir(f"/proc/{pid}/fd"):
-    try:
-        if not os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:"):
-            continue
-    except OSError:
-        continue
-    dup = libc.syscall(438, pfd, int(fd), 0)  # SYS_pidfd_getfd
-    if dup < 0:
-        sys.exit(f"nodelay: pidfd_getfd: {os.strerror(ctypes.get_errno())}")
-    s = socket.socket(fileno=dup)
-    try:
-        if s.family == socket.AF_INET and s.type == socket.SOCK_STREAM and s.getsockname()[1] == port:
-            s.getpeername()  # listening sockets raise here
-            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            done += 1
-    except OSError:
-        pass
-    finally:
-        s.close()  # the duplicate only; the socket stays open in PID
-print(done)
-sys.exit(0 if done else 1)
-PY
+anchor_nodelay_tool
 
 cat > "$W/an.py" <<'PY'
 # Analysis of one measurement; prints one JSON object (a result line). The
