@@ -371,10 +371,8 @@ static void io_finish(struct vol_io *io, int res)
 		if (ev_now(v->ev) - io->bio_t0 > v->slow.limit_ns)
 			v->slow.nslow++;
 	}
-	/* A full disk on a secondary fails it too: its primary holds the data,
-	 * and a disk that cannot take the resync would only go round (F1). */
-	if (res == -EIO || (res == -ENOSPC && v->repl && v->role == VOL_SECONDARY))
-		vol_disk_error(v, -res, op_name(io->bio.type));
+	if (res == -EIO)
+		vol_disk_error(io->vol, EIO, op_name(io->bio.type));
 	io->local_done(io, res);
 }
 
