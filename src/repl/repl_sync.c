@@ -766,14 +766,17 @@ int msg_rs_start(struct rconn *c, const struct repl_msg *m)
 	if (disk_consistent(r->v->disk)) {
 		c->cp_pending = true;
 		net_rx_pause(&c->peer.net);
-		if (!c->napply)
-			apply_cp_ready(c);
 	} else {
 		cp_none(r, "the image was not consistent when the resync began");
 	}
 	vol_set_disk(r->v, VOL_INCONSISTENT);
 	c->target_fails = 0;
 	repl_set_rstate(r, RR_SYNCTARGET);
+	/* Only now: taking the copy resumes reading at once when nothing is
+	 * being applied, and the RS_DATA behind this message must find this
+	 * node sync target already. */
+	if (c->cp_pending && !c->napply)
+		apply_cp_ready(c);
 	return 0;
 }
 
