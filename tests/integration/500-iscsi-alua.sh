@@ -11,6 +11,8 @@
 #  2. SET TARGET PORT GROUPS sent to b (group 2 active/optimized) switches
 #     the roles: GOOD, b is primary, a secondary; the session on each node
 #     gets ASYMMETRIC ACCESS STATE CHANGED (2A/06); the port groups agree.
+#     A node may report the other's old role for a moment, then tells its
+#     sessions 2A/06 again; two groups are never active/optimized at once.
 #  3. kill -9 of b: a takes over through the witness; a's session gets 2A/06
 #     and a reports itself active/optimized, b unavailable. b restarts and
 #     rejoins as secondary: both report a active/optimized, b standby.
@@ -112,12 +114,23 @@ def groups(s, who, ext=False):
     return g, seen
 
 def agree(sa, sb, want, what):
+    """Each node reports want. A node learns the other's new role by a
+    message after its own changed, so it may report the old one for a
+    moment; it then tells every session again (2A/06), and an initiator
+    asks again. Two groups active/optimized at once is never right."""
     for s, who in ((sa, "a"), (sb, "b")):
         if s is None:
             continue
-        g, seen = groups(s, who)
-        if g != want:
-            die("%s (%s): port groups %s, expected %s" % (who, what, g, want))
+        t0 = time.time()
+        while True:
+            g, seen = groups(s, who)
+            if sum(1 for v in g.values() if v == AO) > 1:
+                die("%s (%s): two groups active/optimized: %s" % (who, what, g))
+            if g == want:
+                break
+            if time.time() - t0 > 5:
+                die("%s (%s): port groups %s, expected %s" % (who, what, g, want))
+            time.sleep(0.05)
     return "%s: %s" % (what, ", ".join("group %d %s" % (k, names[v]) for k, v in sorted(want.items())))
 
 def identity(s, who, gid):
