@@ -48,8 +48,10 @@
 #define REPL_FEAT_META (1ull << 1)    /* META */
 #define REPL_FEAT_SWITCH (1ull << 2)  /* SWITCH */
 #define REPL_FEAT_COMPRESS (1ull << 3) /* REPL_HF_LZ4, REPL_HF_ZSTD (below) */
-#define REPL_FEATURES_KNOWN \
-	(REPL_FEAT_RESYNC2 | REPL_FEAT_META | REPL_FEAT_SWITCH | REPL_FEAT_COMPRESS)
+#define REPL_FEAT_READ (1ull << 4)     /* READ, RDATA */
+#define REPL_FEATURES_KNOWN                                                           \
+	(REPL_FEAT_RESYNC2 | REPL_FEAT_META | REPL_FEAT_SWITCH | REPL_FEAT_COMPRESS | \
+	 REPL_FEAT_READ)
 #define REPL_MAX_META 32736u          /* = TANDEM_MD_META_MAX */
 
 enum repl_type {
@@ -78,6 +80,12 @@ enum repl_type {
 	REPL_SWITCH = 27,   /* a planned switchover (body as PING, cookie = the step):
 			     * REPL_SW_DEMOTE asks the primary to step down for the
 			     * sender, REPL_SW_PROMOTE tells the receiver to take over */
+	REPL_READ = 28,     /* primary -> secondary (body struct repl_io, flags zero): a
+			     * primary whose disk failed reads through its peer. The
+			     * receiver reads after every earlier overlapping message
+			     * (R5) and answers with RDATA, or an ACK with -errno */
+	REPL_RDATA = 29,    /* secondary -> primary: the data of READ seq (struct
+			     * repl_io as in the READ, then len bytes, never compressed) */
 	REPL_TYPE_MAX
 };
 

@@ -251,6 +251,7 @@ static const char *const cluster_keys[] = { "name",
 					    "quorum-timeout",
 					    "disk-slow-ms",
 					    "disk-slow-s",
+					    "on-io-error",
 					    "resync-link-rate",
 					    "witness-dir",
 					    "compression",
@@ -259,17 +260,11 @@ static const char *const cluster_keys[] = { "name",
 					    "tls-key",
 					    "tls-ca",
 					    NULL };
-static const char *const node_keys[] = { "replication",
-					 "iscsi",
-					 "nbd",
-					 "control",
-					 "data-dir",
-					 "metrics",
-					 "busy-poll",
-					 "control-mode",
-					 "replication-advertise",
-					 "witness",
-					 NULL };
+static const char *const node_keys[] = {
+	"replication", "iscsi",     "nbd",          "control",         "data-dir",
+	"metrics",     "busy-poll", "control-mode", "fault-injection", "replication-advertise",
+	"witness",     NULL
+};
 static const char *const volume_keys[] = { "size",
 					   "nodes",
 					   "replication",
@@ -493,6 +488,14 @@ static int handle_cluster(struct parse *p, const char *key, const char *val)
 			c->disk_slow_s = (unsigned)v;
 		return 0;
 	}
+	if (strcmp(key, "on-io-error") == 0) {
+		if (strcmp(val, "detach") && strcmp(val, "pass-on")) {
+			fail(p, p->line, key, "'%s' is not detach or pass-on", val);
+			return -1;
+		}
+		c->io_error_pass_on = !strcmp(val, "pass-on");
+		return 0;
+	}
 	if (strcmp(key, "resync-link-rate") == 0) {
 		if (strcmp(val, "none") == 0) {
 			c->resync_link_rate = 0;
@@ -595,6 +598,15 @@ static int handle_node(struct parse *p, const char *key, const char *val)
 			return -1;
 		}
 		n->control_mode = (unsigned)strtoul(val, NULL, 8);
+		return 0;
+	}
+	if (strcmp(key, "fault-injection") == 0) {
+		/* `tandemctl inject`: makes the disk fail on purpose (tests) */
+		if (strcmp(val, "on") && strcmp(val, "off")) {
+			fail(p, p->line, key, "'%s' is not on or off", val);
+			return -1;
+		}
+		n->fault_injection = !strcmp(val, "on");
 		return 0;
 	}
 	if (strcmp(key, "busy-poll") == 0) {

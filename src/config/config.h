@@ -61,6 +61,7 @@ struct cfg_node {
 	int control_line, data_dir_line;
 	unsigned busy_poll_us; /* event loop polling window; 0 = sleep at once */
 	unsigned control_mode; /* the control socket's mode: 0600 (default), 0660, 0666 */
+	bool fault_injection;  /* `tandemctl inject` allowed (off by default) */
 };
 
 /* iSCSI login authentication (auth, chap-user, chap-secret, chap-mutual-user,
@@ -112,6 +113,10 @@ struct cfg {
 	 * disk_slow_ms (more than 1% of them, or none completing) for
 	 * disk_slow_s seconds in a row is detached (failed); 0 ms: never */
 	unsigned disk_slow_ms, disk_slow_s;
+	/* on-io-error: detach (false: a primary whose store fails a request
+	 * serves through its up-to-date peer) or pass-on (the error reaches
+	 * the client) */
+	bool io_error_pass_on;
 	uint64_t resync_link_rate; /* bytes/s for the resyncs of all volumes to one peer; 0 none */
 	char witness_dir[CFG_PATH_MAX]; /* tandem-witness: its state files */
 	enum cfg_compress compression;  /* every volume's default */

@@ -478,6 +478,49 @@ static void run_command(struct ctl_conn *c, int argc, char **argv)
 			out_add(c, "wait %s\n", msg);
 		else
 			out_add(c, "error %s\n", msg[0] ? msg : strerror(-r));
+	} else if (strcmp(cmd, "inject") == 0 && argc >= 3) {
+		struct vol *v = find(s, argv[1]);
+		char msg[256] = "";
+		unsigned after = 0;
+		int err = EIO, r;
+		bool once = false;
+		if (!v) {
+			out_add(c, "error no volume named '%s' on node %s\n", argv[1],
+				s->info.node);
+			return;
+		}
+		if (!s->info.faults) {
+			out_add(c,
+				"error fault injection is off on node %s (fault-injection = on "
+				"in its [node] section)\n",
+				s->info.node);
+			return;
+		}
+		for (int i = 3; i < argc; i++) {
+			if (strcmp(argv[i], "--once") == 0) {
+				once = true;
+			} else if (strcmp(argv[i], "--after") == 0 && i + 1 < argc) {
+				after = (unsigned)strtoul(argv[++i], NULL, 10);
+			} else if (strcmp(argv[i], "--errno") == 0 && i + 1 < argc) {
+				i++;
+				err = !strcmp(argv[i], "EIO")      ? EIO
+				      : !strcmp(argv[i], "ENOSPC") ? ENOSPC
+								   : 0;
+				if (!err) {
+					out_add(c, "error --errno is EIO or ENOSPC\n");
+					return;
+				}
+			} else {
+				out_add(c, "error usage: inject VOLUME read|write|flush|trim|zero "
+					   "[--after N] [--errno EIO|ENOSPC] [--once]\n");
+				return;
+			}
+		}
+		r = vol_inject(v, argv[2], after, err, once, msg, sizeof(msg));
+		if (r)
+			out_add(c, "error %s\n", msg);
+		else
+			out_add(c, "ok\n");
 	} else if (strcmp(cmd, "set") == 0 && argc >= 3) {
 		struct vol *v = find(s, argv[1]);
 		char msg[256] = "";

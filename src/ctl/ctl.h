@@ -21,6 +21,7 @@ struct ctl_info {
 	const char *cluster;
 	struct vol **vols;
 	unsigned nvols;
+	bool faults; /* fault-injection = on: `inject` is allowed */
 };
 
 int ctl_server_new(struct ev_loop *ev, const char *path, const struct ctl_info *info,

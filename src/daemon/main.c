@@ -168,6 +168,7 @@ static int start(struct node *n, char *err, size_t errlen)
 	ci.cluster = n->cfg->cluster;
 	ci.vols = n->vols;
 	ci.nvols = n->nvols;
+	ci.faults = me->fault_injection;
 	r = ctl_server_new(n->ev, me->control, &ci, &n->ctl);
 	if (r) {
 		snprintf(err, errlen, "%s: [node %s] control: cannot listen on %s: %s",

@@ -32,7 +32,8 @@ struct md_sb *sb(struct repl *r)
  * the peer's copy is recognised as older (gen_branch in repl_gen.h). */
 void gen_branch(struct repl *r)
 {
-	if (sb(r)->gen_bitmap != GEN_NONE)
+	/* D2: a gone disk takes no write the peer lacks: nothing branches */
+	if (sb(r)->gen_bitmap != GEN_NONE || vol_disk_gone(r->v->disk))
 		return;
 	sb(r)->gen_bitmap = sb(r)->gen_current;
 	sb(r)->gen_current = md_new_gen();
@@ -97,6 +98,16 @@ static bool vol_lease_hook(void *ctx)
 	return lease_ok(ctx);
 }
 
+static bool vol_via_peer_hook(void *ctx)
+{
+	return repl_via_peer(ctx);
+}
+
+static int vol_read_hook(void *ctx, struct vol_io *io, void (*done)(struct vol_io *io, int res))
+{
+	return repl_read(ctx, io, done);
+}
+
 /* What the volume calls (vol.h): it never includes this component. */
 static const struct vol_repl_ops repl_vol_ops = {
 	.submit = vol_submit_hook,
@@ -104,6 +115,8 @@ static const struct vol_repl_ops repl_vol_ops = {
 	.peer_role = vol_peer_role_hook,
 	.switchover = vol_switchover_hook,
 	.lease_ok = vol_lease_hook,
+	.via_peer = vol_via_peer_hook,
+	.read = vol_read_hook,
 };
 
 /* A slow disk here may be detached (vol_slow_watch) only on a secondary

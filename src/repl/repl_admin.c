@@ -165,7 +165,7 @@ static bool demote_flushed(struct repl *r)
 		 * are marked instead. A pass that got no FLUSH out (the request
 		 * window was full) is simply tried again. */
 		if (r->peer.disk == VOL_INCONSISTENT || r->clean_local.rep.lres ||
-		    r->v->disk == VOL_FAILED || r->v->md_failed) {
+		    vol_disk_gone(r->v->disk) || r->v->md_failed) {
 			log_warn("volume %s: flushing before the role change failed; the activity "
 				 "log's extents are out of sync",
 				 r->v->name);
@@ -325,7 +325,7 @@ int repl_invalidate(struct repl *r, char *msg, size_t len)
 		snprintf(msg, len, "volume %s is primary here; make it secondary first", v->name);
 		return -EBUSY;
 	}
-	if (v->disk == VOL_FAILED) { /* F1: latched; attach brings a disk back */
+	if (vol_disk_gone(v->disk)) { /* F1: latched; attach brings a disk back */
 		snprintf(msg, len,
 			 "volume %s: the disk is failed: `tandemctl attach %s [--disk PATH]` "
 			 "brings one back",

@@ -134,16 +134,44 @@ static void apply_failed(struct repl *r, struct rconn *c, const struct rapply *a
 		send_state(c);
 }
 
+static void read_sent(struct net_tx *tx, int err)
+{
+	struct rapply *a = container_of(tx, struct rapply, io.rep.tx);
+	struct rconn *c = a->c;
+
+	(void)err;
+	bufpool_put(&c->r->pool, a->io.buf, a->io.len);
+	free(a);
+	net_peer_unref(&c->peer); /* apply_queue's reference */
+}
+
+/* D1: the data of the primary's READ, from the buffer it was read into. */
+static void read_answer(struct rconn *c, struct rapply *a)
+{
+	struct repl_io q = { .seq = a->seq, .off = a->io.off, .len = (uint32_t)a->io.len };
+	size_t n = repl_enc_io(a->io.rep.hdr, REPL_RDATA, &q);
+
+	a->io.rep.tx.iov[0].iov_base = a->io.rep.hdr;
+	a->io.rep.tx.iov[0].iov_len = n;
+	a->io.rep.tx.iov[1].iov_base = a->io.buf;
+	a->io.rep.tx.iov[1].iov_len = a->io.len;
+	a->io.rep.tx.iovcnt = 2;
+	a->io.rep.tx.done = read_sent;
+	net_send(&c->peer.net, &a->io.rep.tx);
+}
+
 static void apply_done(struct vol_io *io, int res)
 {
 	struct rapply *a = container_of(io, struct rapply, io);
 	struct rconn *c = a->c;
 	struct list *pos, *tmp;
+	bool answered;
 
 	list_del(&a->link);
 	c->napply--;
 	c->napplied++;
-	c->apply_bytes -= a->type == REPL_WRITE || a->type == REPL_RS_DATA || a->type == REPL_CSUM
+	c->apply_bytes -= a->type == REPL_WRITE || a->type == REPL_RS_DATA ||
+					  a->type == REPL_CSUM || a->type == REPL_READ
 				  ? a->io.len
 				  : 0;
 	/* Bits of the current session only: a lost connection's late apply
@@ -157,12 +185,24 @@ static void apply_done(struct vol_io *io, int res)
 		digest_of(a->io.buf, a->io.len, d);
 		res = memcmp(d, a->digest, REPL_DIGEST_LEN) ? REPL_ACK_DIFFERS : 0;
 	}
-	if (res < 0 && c->r && a->type != REPL_CSUM)
+	if (res < 0 && c->r && a->type == REPL_READ) {
+		/* a read takes nothing from this copy; a store EIO failed the
+		 * disk (vol_local), which the primary hears of */
+		if (c == c->r->conn && conn_usable(c) && c->hs_stage == ST_RUN &&
+		    c->sent_disk != c->r->v->disk)
+			send_state(c);
+	} else if (res < 0 && c->r && a->type != REPL_CSUM) {
 		apply_failed(c->r, c, a, res);
-	ack_add(c, a->seq, res);
-	if (a->io.buf)
-		bufpool_put(&c->r->pool, a->io.buf, a->io.len);
-	free(a);
+	}
+	answered = res == 0 && a->type == REPL_READ && conn_usable(c);
+	if (answered) {
+		read_answer(c, a); /* frees a and its buffer once sent */
+	} else {
+		ack_add(c, a->seq, res);
+		if (a->io.buf)
+			bufpool_put(&c->r->pool, a->io.buf, a->io.len);
+		free(a);
+	}
 	apply_rescan(c);
 	if (c->r) {
 		struct list *p2, *t2;
@@ -179,7 +219,8 @@ static void apply_done(struct vol_io *io, int res)
 	else if (c->peer.net.rx_paused && c->apply_bytes < APPLY_MAX_BYTES / 2 && !c->aborted &&
 		 !c->cp_pending)
 		net_rx_resume(&c->peer.net);
-	net_peer_unref(&c->peer); /* apply_queue's reference: c may go now */
+	if (!answered) /* (a READ's answer keeps the reference until it is sent) */
+		net_peer_unref(&c->peer); /* apply_queue's reference: c may go now */
 }
 
 /* RS_START's pause (CP1): every write before it is applied; the image is
@@ -239,6 +280,7 @@ static struct rapply *apply_new(struct rconn *c, const struct repl_msg *m)
 		a->io.flags = BS_F_BULK;
 		memcpy(a->digest, m->digest, REPL_DIGEST_LEN);
 		break;
+	case REPL_READ: a->io.type = BS_READ; break;
 	default:
 		a->io.type = BS_ZERO;
 		a->io.flags |= BS_F_MAY_TRIM;
@@ -267,7 +309,7 @@ void data_rx_done(struct net_conn *nc, int err)
 		net_rx_pause(nc);
 }
 
-/* WRITE, TRIM, ZERO, FLUSH, RS_DATA, RS_ZERO, CSUM: something to apply here
+/* WRITE, TRIM, ZERO, FLUSH, RS_DATA, RS_ZERO, CSUM, READ: something to apply here
  * (the table refuses them on a primary: R6). */
 int msg_data(struct rconn *c, const struct repl_msg *m)
 {
@@ -295,7 +337,19 @@ int msg_data(struct rconn *c, const struct repl_msg *m)
 		conn_fail(c, "out of memory");
 		return -1;
 	}
-	if (m->type == REPL_CSUM) {
+	if (m->type == REPL_READ && (!(c->features & REPL_FEAT_READ) || c != r->conn)) {
+		free(a);
+		conn_fail(c, "read request without the feature that defines it");
+		return -1;
+	}
+	if (m->type == REPL_READ && r->v->disk != VOL_UPTODATE) {
+		/* D1: only an up-to-date copy answers (the primary learns of
+		 * the change by the STATE that follows it) */
+		ack_add(c, a->seq, -EIO);
+		free(a);
+		return 0;
+	}
+	if (m->type == REPL_CSUM || m->type == REPL_READ) {
 		a->io.buf = bufpool_get(&r->pool, a->io.len);
 		if (!a->io.buf) {
 			free(a);

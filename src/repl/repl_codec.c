@@ -28,7 +28,9 @@ static uint32_t fixed_len(uint16_t type)
 	case REPL_RS_DATA:
 	case REPL_TRIM:
 	case REPL_ZERO:
-	case REPL_RS_ZERO: return sizeof(struct repl_io);
+	case REPL_RS_ZERO:
+	case REPL_READ:
+	case REPL_RDATA: return sizeof(struct repl_io);
 	case REPL_CSUM: return sizeof(struct repl_csum);
 	case REPL_FLUSH: return sizeof(struct repl_flush);
 	case REPL_ACK: return sizeof(struct repl_ack);
@@ -80,6 +82,7 @@ int repl_decode_hdr(const uint8_t in[sizeof(struct repl_hdr)], struct repl_msg *
 		break;
 	case REPL_WRITE:
 	case REPL_RS_DATA:
+	case REPL_RDATA:
 		if (h.len <= fl || h.len - fl > REPL_MAX_DATA)
 			return BAD(m, "payload length out of range");
 		break;
@@ -106,7 +109,7 @@ int repl_decode_hdr(const uint8_t in[sizeof(struct repl_hdr)], struct repl_msg *
 
 uint32_t repl_body_needed(const struct repl_msg *m)
 {
-	if (m->type == REPL_WRITE || m->type == REPL_RS_DATA)
+	if (m->type == REPL_WRITE || m->type == REPL_RS_DATA || m->type == REPL_RDATA)
 		return sizeof(struct repl_io);
 	return m->len;
 }
@@ -213,7 +216,9 @@ int repl_decode_body(const uint8_t *in, struct repl_msg *m)
 	case REPL_TRIM:
 	case REPL_ZERO:
 	case REPL_RS_ZERO:
-	case REPL_CSUM: {
+	case REPL_CSUM:
+	case REPL_READ:
+	case REPL_RDATA: {
 		struct repl_io *io = &m->u.io;
 		memcpy(io, in, sizeof(*io));
 		L64(io->seq);
@@ -223,9 +228,17 @@ int repl_decode_body(const uint8_t *in, struct repl_msg *m)
 		if (io->seq == 0 || io->len == 0 || (io->flags & ~REPL_F_KNOWN) ||
 		    io->off > UINT64_MAX - io->len || io->off % 512 || io->len % 512)
 			return -EBADMSG;
-		if ((m->type == REPL_RS_DATA || m->type == REPL_RS_ZERO || m->type == REPL_CSUM) &&
+		if ((m->type == REPL_RS_DATA || m->type == REPL_RS_ZERO || m->type == REPL_CSUM ||
+		     m->type == REPL_READ || m->type == REPL_RDATA) &&
 		    io->flags)
 			return -EBADMSG;
+		if (m->type == REPL_READ && io->len > REPL_MAX_DATA)
+			return BAD(m, "read longer than the largest write");
+		if (m->type == REPL_RDATA) {
+			if (io->len != m->len - fl)
+				return BAD(m, "read data of another length than its header says");
+			m->data_len = io->len;
+		}
 		if (m->type == REPL_CSUM) {
 			/* the receiver reads len bytes: as much as a WRITE carries */
 			if (io->len > REPL_MAX_DATA)
@@ -377,7 +390,9 @@ void repl_put_word(uint8_t *out, uint64_t w)
 size_t repl_enc_io(uint8_t *out, uint16_t type, const struct repl_io *in)
 {
 	struct repl_io io = *in;
-	uint32_t body = sizeof(io) + ((type == REPL_WRITE || type == REPL_RS_DATA) ? io.len : 0);
+	uint32_t body =
+		sizeof(io) +
+		((type == REPL_WRITE || type == REPL_RS_DATA || type == REPL_RDATA) ? io.len : 0);
 	size_t n = repl_enc_hdr(out, type, body);
 	S64(io.seq);
 	S64(io.off);

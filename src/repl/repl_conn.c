@@ -85,6 +85,8 @@ static void conn_release(struct net_peer *p)
 		free(c->rx_cur);
 		c->rx_cur = NULL;
 	}
+	if (c->rd_cur) /* D3: its data did not all come */
+		rdata_rx_done(&c->peer.net, -ECONNRESET);
 	list_del(&c->link);
 	if (c->r)
 		c->r->nbound--;
@@ -258,7 +260,7 @@ struct msg_type {
 	int (*fn)(struct rconn *c, const struct repl_msg *m);
 };
 
-#define REPL_TYPE_END (REPL_SWITCH + 1)
+#define REPL_TYPE_END (REPL_RDATA + 1)
 
 /* (ERROR in every stage: a refusal may come at any point) */
 static const struct msg_type msg_types[REPL_TYPE_END] = {
@@ -324,6 +326,13 @@ static const struct msg_type msg_types[REPL_TYPE_END] = {
 			    .min_len = sizeof(struct repl_gen),
 			    .fn = msg_rs_start },
 	[REPL_META] = { .stages = STG(ST_RUN), .min_len = 0, .fn = msg_meta },
+	[REPL_READ] = { .stages = STG(ST_RUN),
+			.refuse_primary = true,
+			.min_len = sizeof(struct repl_io),
+			.fn = msg_data },
+	[REPL_RDATA] = { .stages = STG(ST_RUN),
+			 .min_len = sizeof(struct repl_io),
+			 .fn = msg_rdata },
 };
 
 static int handle_msg(struct rconn *c, const uint8_t *body)
@@ -360,6 +369,12 @@ static void rx_payload(struct rconn *c)
 		net_rx_direct(&c->peer.net, a->zbuf, a->zlen, data_rx_done);
 	else
 		net_rx_direct(&c->peer.net, a->io.buf, a->io.len, data_rx_done);
+}
+
+/* RDATA's payload goes straight into the reader's buffer. */
+static void rx_read_data(struct rconn *c)
+{
+	net_rx_direct(&c->peer.net, c->rd_cur->buf, c->rd_cur->len, rdata_rx_done);
 }
 
 static void on_rx(struct net_conn *nc)
@@ -411,6 +426,11 @@ static void on_rx(struct net_conn *nc)
 			rx_payload(c);
 			if (c->rx_cur)
 				return; /* the rest arrives later */
+		} else if (k == 2) {
+			/* (rdata_rx_done may run inside and clear rd_cur) */
+			rx_read_data(c);
+			if (c->rd_cur)
+				return;
 		}
 	}
 }
@@ -452,6 +472,8 @@ static void fail_pending(struct repl *r)
 			rs_put(r, container_of(io, struct rsreq, io));
 		} else if (io->rep.kind == K_ASYNC) {
 			ab_lost(r, io);
+		} else if (io->rep.kind == K_READ) {
+			rd_lost(r, io);
 		} else if (io->rep.kind == K_CLEAN) {
 			io->rep.lres = -ECONNRESET;
 			io->local_done(io, 0);
@@ -624,6 +646,8 @@ void tick(struct ev_timer *t)
 	}
 	if (r->rstate == RR_ESTABLISHED)
 		ab_caught_up(r);
+	if (r->v->disk == VOL_FAILED)
+		vol_detach_check(r->v); /* D1: the peer serves now */
 	/* a disk state that changed outside a message (a slow disk detached)
 	 * reaches the peer within a tick */
 	if (c && conn_usable(c) && c->hs_stage == ST_RUN && c->sent_disk != r->v->disk)

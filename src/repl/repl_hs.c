@@ -308,13 +308,22 @@ static void handshake_decide(struct rconn *c)
 		gen_rotate(r, c);
 		break;
 	case GEN_SOURCE:
+		if (vol_disk_gone(r->v->disk)) {
+			/* D2: a newer copy that is gone is no source; the peer
+			 * keeps what it has (its side decides the same) */
+			log_warn("volume %s: this copy is newer than %s's, but its disk is %s: "
+				 "no resync; what only it held is lost",
+				 r->v->name, c->peer_node, vol_disk_name(r->v->disk));
+			repl_set_rstate(r, RR_ESTABLISHED);
+			break;
+		}
 		/* The peer's copy is older than this one: nothing newer exists. */
 		if (r->v->disk == VOL_CONSISTENT)
 			vol_set_disk(r->v, VOL_UPTODATE);
 		if (d.full)
 			bm_set_all(r->bm);
 		bm_flush(r->bm, NULL);
-		if (c->pst.disk == VOL_FAILED) {
+		if (vol_disk_gone(c->pst.disk)) {
 			/* F1: no resync onto a failed disk; the marks stay */
 			log_warn("volume %s: %s's disk is failed: nothing is copied to it until "
 				 "`tandemctl attach` there",
@@ -332,7 +341,15 @@ static void handshake_decide(struct rconn *c)
 		if (d.full)
 			bm_set_all(r->bm);
 		bm_flush(r->bm, NULL);
-		if (r->v->disk == VOL_FAILED) {
+		if (vol_disk_gone(c->pst.disk)) {
+			/* D2: the newer copy's disk is gone: nothing to copy
+			 * from it; this one stays what it is */
+			log_warn("volume %s: %s's copy is newer, but its disk is %s: no resync",
+				 r->v->name, c->peer_node, vol_disk_name(c->pst.disk));
+			repl_set_rstate(r, RR_ESTABLISHED);
+			break;
+		}
+		if (vol_disk_gone(r->v->disk)) {
 			/* F1: the failure is latched; `attach` ends it */
 			log_warn("volume %s: the disk is failed: no resync from %s onto it until "
 				 "`tandemctl attach`",
@@ -440,7 +457,7 @@ static int run_state(struct rconn *c, const struct repl_msg *m)
 		}
 	}
 	r->peer = m->u.state;
-	if (r->peer.disk == VOL_FAILED && (r->rstate == RR_SYNCSOURCE || !ab_empty(r))) {
+	if (vol_disk_gone(r->peer.disk) && (r->rstate == RR_SYNCSOURCE || !ab_empty(r))) {
 		/* F1: its disk failed during the resync, or with the async
 		 * stream holding writes for it: start over (the stream turns
 		 * into marks as on any lost connection), and the handshake

@@ -38,7 +38,7 @@
 #define CLEAN_EVERY_NS (2ull * 1000000000ull)
 #define DRAIN_MAX_NS (2ull * 1000000000ull) /* an orderly disconnect waits this long at most */
 
-enum kind { K_FG = 1, K_RS, K_APPLY, K_CLEAN, K_ASYNC };
+enum kind { K_FG = 1, K_RS, K_APPLY, K_CLEAN, K_ASYNC, K_READ };
 enum { AB_NONE = 0, AB_STREAMED, AB_MARKED }; /* vol_rep.ab */
 
 enum hs_stage { ST_HELLO = 0, ST_AUTH, ST_STATE, ST_BITMAP, ST_RUN };
@@ -116,6 +116,7 @@ struct rconn {
 	unsigned napply;
 	uint64_t apply_bytes;
 	struct rapply *rx_cur;
+	struct vol_io *rd_cur; /* primary: the read whose RDATA payload is coming in */
 	/* batched acks, sent at the end of the loop pass */
 	struct rmsg *ack;
 	uint32_t nack;
@@ -422,6 +423,15 @@ void peer_failed(struct repl *r, const struct vol_io *io, int res);
 int msg_ack(struct rconn *c, const struct repl_msg *m);
 bool peer_flush(struct repl *r, struct vol_io *io, void (*done)(struct vol_io *, int));
 void clean_start(struct repl *r);
+
+/* repl_read.c: reads through the peer (vol.h D1; D1, D3 there) */
+bool peer_serves(const struct repl *r);
+bool repl_via_peer(const struct repl *r);
+int repl_read(struct repl *r, struct vol_io *io, void (*done)(struct vol_io *io, int res));
+void rd_acked(struct repl *r, struct vol_io *io, int res);
+void rd_lost(struct repl *r, struct vol_io *io);
+void rdata_rx_done(struct net_conn *nc, int err);
+int msg_rdata(struct rconn *c, const struct repl_msg *m);
 
 /* repl_async.c: the asynchronous stream (A1-A6) */
 bool ab_empty(const struct repl *r);

@@ -742,7 +742,7 @@ int msg_rs_start(struct rconn *c, const struct repl_msg *m)
 		conn_fail(c, "unexpected resync start from %s", c->peer_node);
 		return -1;
 	}
-	if (r->v->disk == VOL_FAILED) {
+	if (vol_disk_gone(r->v->disk)) {
 		/* F1: never onto a failed disk (the peer learns it from the
 		 * STATE of the handshake that follows) */
 		conn_fail(c,

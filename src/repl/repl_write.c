@@ -48,7 +48,7 @@ bool peer_ready(const struct repl *r)
 	 * here as while it is away, and no resync goes to it. */
 	return conn_usable(r->conn) && r->conn->hs_stage == ST_RUN &&
 	       (r->rstate == RR_ESTABLISHED || r->rstate == RR_SYNCSOURCE) &&
-	       r->peer.disk != VOL_FAILED;
+	       !vol_disk_gone(r->peer.disk);
 }
 
 static uint64_t slot_of(uint64_t seq)
@@ -83,6 +83,17 @@ static void fg_finish(struct repl *r, struct vol_io *io)
 	if (io->rep.peer_ok && r->ctl_armed)
 		rsctl_fg_done(&r->ctl, ev_now(r->ev) - io->rep.t0,
 			      io->type == BS_WRITE ? io->len : 0);
+	/* on-io-error = detach: any error of the store here (ENOSPC, say;
+	 * an EIO did it already) on a request the peer has fails the disk
+	 * here, and D1 serves through the peer */
+	if (io->rep.lres && io->rep.peer_ok && !vol_disk_gone(r->v->disk) &&
+	    !r->cfg->io_error_pass_on && peer_serves(r))
+		vol_disk_error(r->v, -io->rep.lres, io->type == BS_FLUSH ? "flush" : "write");
+	/* D1: a write the store here failed (or never took: the disk is
+	 * gone) is complete once the peer has it */
+	if (io->rep.lres && io->rep.peer_ok && vol_disk_gone(r->v->disk) &&
+	    !r->cfg->io_error_pass_on)
+		io->rep.lres = 0;
 	if (!quorum_hold(r, io)) /* Q1 */
 		vol_complete(io, io->rep.lres);
 	fg_unblock(r);
@@ -231,7 +242,8 @@ static void fg_start(struct repl *r, struct vol_io *io)
 	}
 
 	io->rep.bmw.cb = fg_bm_done;
-	if (bm_intent(r->bm, io->off, io->len, &io->rep.bmw))
+	/* D1: a gone disk takes no write; its intent would protect nothing */
+	if (vol_disk_gone(r->v->disk) || bm_intent(r->bm, io->off, io->len, &io->rep.bmw))
 		fg_go(r, io);
 }
 
@@ -301,7 +313,7 @@ void peer_failed(struct repl *r, const struct vol_io *io, int res)
 		al_mark(r);
 	else
 		oos_mark(r, io->off, io->len);
-	if (r->peer.disk == VOL_FAILED)
+	if (vol_disk_gone(r->peer.disk))
 		return; /* latched there: nothing is copied to it (peer_ready) */
 	r->peer.disk = VOL_INCONSISTENT;
 	if (r->rstate == RR_SYNCSOURCE || r->vfy_state == VFY_RUNNING || !peer_ready(r))
@@ -351,6 +363,8 @@ int msg_ack(struct rconn *c, const struct repl_msg *m)
 			rs_acked(r, container_of(io, struct rsreq, io), res);
 		} else if (io->rep.kind == K_ASYNC) {
 			ab_acked(r, io, res);
+		} else if (io->rep.kind == K_READ) {
+			rd_acked(r, io, res);
 		} else if (io->rep.kind == K_CLEAN) {
 			if (res < 0) /* the peer failed our FLUSH */
 				peer_failed(r, io, res);

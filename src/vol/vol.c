@@ -118,8 +118,8 @@ static void set_disk(struct vol *v, enum vol_disk d, bool opening)
 		[VOL_INCONSISTENT] = { [VOL_UPTODATE] = true,
 				       [VOL_CONSISTENT] = true, /* a kept image restored */
 				       [VOL_FAILED] = true },
-		[VOL_FAILED] = { [VOL_INCONSISTENT] = true },
-		/* VOL_DISKLESS is never entered on a running node */
+		[VOL_FAILED] = { [VOL_INCONSISTENT] = true, [VOL_DISKLESS] = true },
+		[VOL_DISKLESS] = { [VOL_INCONSISTENT] = true },
 	};
 	uint32_t f;
 
@@ -132,8 +132,8 @@ static void set_disk(struct vol *v, enum vol_disk d, bool opening)
 		v->disk = d;
 		return;
 	}
-	if (v->disk == d || (v->md_failed && v->disk == VOL_FAILED))
-		return; /* V4: a disk whose metadata failed stays failed */
+	if (v->disk == d || (v->md_failed && vol_disk_gone(v->disk) && d != VOL_DISKLESS))
+		return; /* V4: a disk whose metadata failed stays gone */
 	if (!legal[v->disk][d]) {
 		log_err("volume %s: illegal disk transition %s -> %s", v->name,
 			vol_disk_name(v->disk), vol_disk_name(d));
@@ -155,7 +155,8 @@ static void set_disk(struct vol *v, enum vol_disk d, bool opening)
 		f |= TANDEM_MD_F_UPTODATE | TANDEM_MD_F_CONSISTENT;
 		break;
 	case VOL_OUTDATED: f |= TANDEM_MD_F_CONSISTENT; break;
-	case VOL_FAILED: f |= TANDEM_MD_F_FAILED; break;
+	case VOL_FAILED:
+	case VOL_DISKLESS: f |= TANDEM_MD_F_FAILED; break; /* latched across a restart */
 	default: break;
 	}
 	if (f != v->md->sb.flags) {
@@ -338,7 +339,7 @@ void vol_disk_error(struct vol *v, int err, const char *op)
 		v->disk_error.err = err;
 		snprintf(v->disk_error.op, sizeof(v->disk_error.op), "%s", op);
 		v->disk_error.at_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-		if (v->disk != VOL_FAILED) {
+		if (!vol_disk_gone(v->disk)) {
 			log_err("volume %s: the disk failed: %s of the local store: %s", v->name,
 				op, strerror(err));
 			snprintf(extra, sizeof(extra), "\"error\":\"%s\",\"op\":\"%s\"",
@@ -346,7 +347,8 @@ void vol_disk_error(struct vol *v, int err, const char *op)
 			vol_event(v, "disk-error", NULL, NULL, extra);
 		}
 	}
-	vol_set_disk(v, VOL_FAILED);
+	if (v->disk != VOL_DISKLESS) /* detached: a late error changes nothing */
+		vol_set_disk(v, VOL_FAILED);
 }
 
 static const char *op_name(enum bs_op t)
@@ -359,6 +361,20 @@ static const char *op_name(enum bs_op t)
 	case BS_ZERO: return "zero";
 	default: return "io";
 	}
+}
+
+bool vol_via_peer(const struct vol *v)
+{
+	return v->repl_ops && v->repl_ops->via_peer && v->repl_ops->via_peer(v->repl_ctx);
+}
+
+void vol_detach_check(struct vol *v)
+{
+	if (v->disk != VOL_FAILED || v->role != VOL_PRIMARY || v->bios || !vol_via_peer(v))
+		return;
+	log_warn("volume %s: the failed disk is detached; the volume is served through its peer",
+		 v->name);
+	vol_set_disk(v, VOL_DISKLESS);
 }
 
 static void io_finish(struct vol_io *io, int res)
@@ -374,6 +390,8 @@ static void io_finish(struct vol_io *io, int res)
 	if (res == -EIO)
 		vol_disk_error(io->vol, EIO, op_name(io->bio.type));
 	io->local_done(io, res);
+	if (!v->bios && v->disk == VOL_FAILED)
+		vol_detach_check(v);
 }
 
 static void zero_fallback_next(struct vol_io *io);
@@ -502,10 +520,16 @@ static void lease_poll(struct ev_timer *t)
 
 /* V5: a read's data counts only if the lease held when it came back (and
  * the node is still primary: one that stepped down meanwhile refuses it). */
+static void read_peer(struct vol *v, struct vol_io *io);
+
 static void read_done(struct vol_io *io, int res)
 {
 	struct vol *v = io->vol;
 
+	if (res == -EIO && !io->from_peer && v->role == VOL_PRIMARY && vol_via_peer(v)) {
+		read_peer(v, io); /* D1: the local store failed it; the peer has it */
+		return;
+	}
 	if (res == 0 && (v->role != VOL_PRIMARY || !vol_lease_ok(v))) {
 		lease_park(v, io); /* read again once the lease is back */
 		return;
@@ -523,6 +547,14 @@ static void fail_async(struct vol *v, struct vol_io *io, int err)
 {
 	io->bio.cb = refused_done;
 	bs_complete_later(v->ev, &io->bio, err);
+}
+
+/* D1: the read goes to the peer (the disk here is gone, or failed it). */
+static void read_peer(struct vol *v, struct vol_io *io)
+{
+	io->from_peer = true;
+	if (v->repl_ops->read(v->repl_ctx, io, read_done))
+		fail_async(v, io, -EIO);
 }
 
 /* A trim or zeroing larger than one replication message carries (a 6 GiB
@@ -588,6 +620,7 @@ static bool split_submit(struct vol *v, struct vol_io *io)
 void vol_submit(struct vol *v, struct vol_io *io)
 {
 	io->lease_t0 = 0;
+	io->from_peer = false;
 	if (v->repl_ops && (io->type == BS_TRIM || io->type == BS_ZERO) && io->len > SPLIT_MAX &&
 	    split_submit(v, io))
 		return;
@@ -604,7 +637,7 @@ static void submit(struct vol *v, struct vol_io *io, uint64_t again)
 		fail_async(v, io, -EROFS);
 		return;
 	}
-	if (v->disk == VOL_FAILED) {
+	if (vol_disk_gone(v->disk) && !vol_via_peer(v)) { /* V1 */
 		fail_async(v, io, -EIO);
 		return;
 	}
@@ -651,6 +684,10 @@ static void submit(struct vol *v, struct vol_io *io, uint64_t again)
 		v->repl_ops->submit(v->repl_ctx, io);
 		return;
 	}
+	if (io->type == BS_READ && vol_disk_gone(v->disk)) {
+		read_peer(v, io); /* D1 (checked above: via_peer) */
+		return;
+	}
 	vol_local(v, io, io->type == BS_READ ? read_done : vol_complete);
 }
 
@@ -667,7 +704,7 @@ void vol_local(struct vol *v, struct vol_io *io, void (*done)(struct vol_io *io,
 	io->bio.op.cb = NULL; /* the store sets its own */
 	v->bios++;
 	io->bio_t0 = ev_now(v->ev);
-	if (v->disk == VOL_FAILED) { /* no I/O to a failed disk */
+	if (vol_disk_gone(v->disk)) { /* D1: no I/O to a gone disk */
 		bs_complete_later(v->ev, &io->bio, -EIO);
 		return;
 	}
@@ -680,7 +717,7 @@ int vol_attach(struct vol *v, const char *path, char *msg, size_t len)
 	struct bs *nb;
 	int r;
 
-	if (v->disk != VOL_FAILED) {
+	if (!vol_disk_gone(v->disk)) {
 		snprintf(msg, len, "volume %s: the disk is %s, not failed: nothing to attach",
 			 v->name, vol_disk_name(v->disk));
 		return -EINVAL;
@@ -718,12 +755,41 @@ int vol_attach(struct vol *v, const char *path, char *msg, size_t len)
 	return 0;
 }
 
+int vol_inject(struct vol *v, const char *op, unsigned after, int err, bool once, char *msg,
+	       size_t len)
+{
+	static const char *const ops[] = { [BS_READ] = "read",
+					   [BS_WRITE] = "write",
+					   [BS_FLUSH] = "flush",
+					   [BS_TRIM] = "trim",
+					   [BS_ZERO] = "zero" };
+	struct bs *nb;
+	int r;
+
+	for (unsigned t = 0; t < sizeof(ops) / sizeof(ops[0]); t++) {
+		if (!ops[t] || strcmp(op, ops[t]))
+			continue;
+		r = bs_fault_open(v->bs, (enum bs_op)t, after + 1, !once, err, &nb);
+		if (r) {
+			snprintf(msg, len, "volume %s: %s", v->name, strerror(-r));
+			return r;
+		}
+		v->bs = nb; /* requests in flight complete on the store below */
+		log_warn("volume %s: fault injected: %s number %u from now fails with %s%s",
+			 v->name, op, after + 1, strerrorname_np(err),
+			 once ? "" : ", and every later one");
+		return 0;
+	}
+	snprintf(msg, len, "no operation '%s' (read, write, flush, trim, zero)", op);
+	return -EINVAL;
+}
+
 static void slow_tick(struct ev_timer *t)
 {
 	struct vol *v = container_of(t, struct vol, slow.timer);
 	bool bad = (v->slow.n && v->slow.nslow * 100 > v->slow.n) || (v->bios && !v->slow.n);
 
-	v->slow.secs = bad && v->disk != VOL_FAILED ? v->slow.secs + 1 : 0;
+	v->slow.secs = bad && !vol_disk_gone(v->disk) ? v->slow.secs + 1 : 0;
 	v->slow.n = v->slow.nslow = 0;
 	if (v->slow.secs >= v->slow.need_s) {
 		if (v->slow.may_detach && v->slow.may_detach(v->slow.ctx)) {
@@ -947,7 +1013,7 @@ void vol_close(struct vol *v)
 		return;
 	ev_timer_cancel(v->ev, &v->lease_timer);
 	ev_timer_cancel(v->ev, &v->slow.timer);
-	if (v->bs && v->bs->ops->sync(v->bs) < 0) {
+	if (v->bs && !vol_disk_gone(v->disk) && v->bs->ops->sync(v->bs) < 0) {
 		log_warn("volume %s: final flush failed", v->name);
 		vol_set_disk(v, VOL_FAILED);
 	}
@@ -955,7 +1021,7 @@ void vol_close(struct vol *v)
 		log_err("volume %s: metadata not marked clean (a write of it failed): the next "
 			"start recovers as after a crash",
 			v->name);
-	else if (v->md && v->disk != VOL_FAILED && v->inflight == 0) {
+	else if (v->md && !vol_disk_gone(v->disk) && v->inflight == 0) {
 		v->md->sb.flags |= TANDEM_MD_F_CLEAN;
 		if (md_write(v->md))
 			log_warn("volume %s: could not mark metadata clean", v->name);

@@ -6,11 +6,13 @@
  * inconsistent|outdated|diskless|failed. Transitions (the tables of set_role
  * and set_disk in vol.c, the one writers of v->role and v->disk):
  *   disk   (open) -> any            [vol_open: the state in the metadata]
- *          any but failed -> failed [vol_io_done: the store returned EIO;
- *                                    a metadata write failed (V4)]
- *          failed -> inconsistent   [a sync target's start, invalidate: a
- *                                    store error only; V4 keeps a disk whose
- *                                    metadata failed failed]
+ *          any but failed, diskless -> failed [vol_io_done: the store
+ *                                    returned EIO; a metadata write failed (V4)]
+ *          failed -> diskless       [vol_detach: a primary whose failed disk
+ *                                    has no request left on it, serving
+ *                                    through its peer (D1)]
+ *          failed|diskless -> inconsistent [attach: a new store; V4 keeps a
+ *                                    disk whose metadata failed failed]
  *   role   (open) -> primary        [vol_open: single-node volume]
  *   role   (open) -> secondary      [vol_open: a replicated volume, always]
  *   role   secondary -> primary     [vol_set_role from repl_promote]
@@ -20,8 +22,14 @@
  * inconsistent -> uptodate|consistent; every change after vol_open goes through
  * vol_set_disk and vol_set_role.)
  * Invariants:
- *   V1. Only a primary with a disk that is not failed accepts I/O
- *       (vol_submit fails everything else with -EROFS / -EIO).
+ *   V1. Only a primary accepts I/O, and only with a disk that is not
+ *       gone or through a peer that holds every write (D1: via_peer);
+ *       vol_submit fails everything else with -EROFS / -EIO.
+ *   D1. Nothing goes to a gone disk (failed, diskless): vol_local fails it
+ *       at once. A primary whose disk is gone serves through its peer while
+ *       the peer is up to date and connected: writes are complete when the
+ *       peer acknowledged them, reads are the peer's (repl READ); a read
+ *       that failed on the local store is read there again.
  *   V2. Every request completes exactly once, from the event loop.
  *   V3. Range locks (COMPARE AND WRITE, ORWRITE): while a lock on [off, len)
  *       is granted, no other write, trim or zero of the volume that overlaps
@@ -80,6 +88,12 @@ struct vol_repl_ops {
 	/* Whether this primary holds its lease now (docs/WITNESS.md L1-L6),
 	 * on a fresh clock: true where no lease applies (no witness). */
 	bool (*lease_ok)(void *ctx);
+	/* D1: this primary's disk is gone and its peer holds every write:
+	 * requests are served through the peer. */
+	bool (*via_peer)(void *ctx);
+	/* D1: reads io from the peer; done(io, res) later, from the loop.
+	 * 0 sent, or -errno (not sent, done is not called). */
+	int (*read)(void *ctx, struct vol_io *io, void (*done)(struct vol_io *io, int res));
 };
 
 enum vol_role { VOL_SECONDARY = 0, VOL_PRIMARY };
@@ -96,6 +110,12 @@ enum vol_disk {
 	VOL_CONSISTENT,
 	VOL_DISK_MAX = VOL_CONSISTENT
 };
+
+/* The disk takes no I/O: failed, or detached after it failed (diskless). */
+static inline bool vol_disk_gone(enum vol_disk d)
+{
+	return d == VOL_FAILED || d == VOL_DISKLESS;
+}
 
 const char *vol_role_name(enum vol_role r);
 const char *vol_disk_name(enum vol_disk d);
@@ -219,6 +239,7 @@ struct vol_io {
 	bool tracked;
 	uint64_t lease_t0; /* V5: when it began to wait for the lease; 0 not */
 	uint64_t bio_t0;   /* vol_local: when it went to the store */
+	bool from_peer;    /* D1: this read was sent to the peer */
 	struct vol_rep rep;
 };
 
@@ -238,6 +259,12 @@ int vol_attach(struct vol *v, const char *path, char *msg, size_t len);
  * says a peer can serve; otherwise one warning. limit_ms 0: off. */
 void vol_slow_watch(struct vol *v, unsigned limit_ms, unsigned need_s,
 		    bool (*may_detach)(void *ctx), void *ctx);
+/* Fault injection (`tandemctl inject`, fault-injection = on): after `after`
+ * more operations of type op ("read", "write", "flush", "trim", "zero") the
+ * store fails the next one with -err, and every later one unless once.
+ * 0, or -errno with why in msg. */
+int vol_inject(struct vol *v, const char *op, unsigned after, int err, bool once, char *msg,
+	       size_t len);
 int vol_open(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned ni, struct vol **out,
 	     char *err, size_t errlen);
 void vol_close(struct vol *v); /* NULL is a no-op; marks metadata clean */
@@ -274,6 +301,11 @@ void vol_event(struct vol *v, const char *what, const char *from, const char *to
 #define VOL_LEASE_WAIT_NS (1000ull * 1000000ull)
 /* The primary holds its lease (true for a volume with no lease rule). */
 bool vol_lease_ok(const struct vol *v);
+/* D1: requests are served through the peer (this primary's disk is gone). */
+bool vol_via_peer(const struct vol *v);
+/* D1: a failed disk with no request left on it, on a primary served through
+ * its peer, is detached: failed -> diskless. */
+void vol_detach_check(struct vol *v);
 /* The peer's role (enum vol_role) or -1: unknown, not connected, or not replicated. */
 int vol_peer_role(const struct vol *v);
 /* A planned switchover that makes this node (to_self) or the peer primary

@@ -191,7 +191,7 @@ static size_t w_io(uint8_t *w, uint16_t type, uint32_t flags)
 		.flags = flags,
 	};
 	size_t n = repl_enc_io(w, type, &io);
-	if (type == REPL_WRITE || type == REPL_RS_DATA) {
+	if (type == REPL_WRITE || type == REPL_RS_DATA || type == REPL_RDATA) {
 		payload(w + n, IO_LEN);
 		n += IO_LEN;
 	}
@@ -206,6 +206,16 @@ static size_t w_write(uint8_t *w)
 static size_t w_rs_data(uint8_t *w)
 {
 	return w_io(w, REPL_RS_DATA, 0);
+}
+
+static size_t w_read(uint8_t *w)
+{
+	return w_io(w, REPL_READ, 0);
+}
+
+static size_t w_rdata(uint8_t *w)
+{
+	return w_io(w, REPL_RDATA, 0);
 }
 
 static size_t w_trim(uint8_t *w)
@@ -595,7 +605,7 @@ static void test_rt_error(void **state)
 static void check_rt_io(uint16_t type, uint32_t flags)
 {
 	uint8_t *w = malloc(HDR + sizeof(struct repl_io) + REPL_MAX_DATA);
-	bool data = type == REPL_WRITE || type == REPL_RS_DATA;
+	bool data = type == REPL_WRITE || type == REPL_RS_DATA || type == REPL_RDATA;
 	struct repl_io io;
 	struct repl_msg m;
 	size_t n;
@@ -780,10 +790,30 @@ static void reject_at(int line, builder build, size_t at, unsigned width, uint64
 #define ACCEPT(b, at, width, v) reject_at(__LINE__, b, at, width, v, ST_OK)
 
 static const builder all_types[] = {
-	w_hello, w_auth, w_state, w_bitmap, w_bitmap_end, w_error, w_write, w_rs_data,
-	w_trim,  w_zero, w_flush, w_ack,    w_ping,       w_pong,  w_rs_done, w_set_gen,
+	w_hello,
+	w_auth,
+	w_state,
+	w_bitmap,
+	w_bitmap_end,
+	w_error,
+	w_write,
+	w_rs_data,
+	w_trim,
+	w_zero,
+	w_flush,
+	w_ack,
+	w_ping,
+	w_pong,
+	w_rs_done,
+	w_set_gen,
 	/* RESYNC2 */
-	w_rs_zero, w_csum, w_rs_start, w_ack_differs,
+	w_rs_zero,
+	w_csum,
+	w_rs_start,
+	w_ack_differs,
+	/* READ */
+	w_read,
+	w_rdata,
 };
 
 /* META: an image of 0..REPL_MAX_META bytes, no fixed part. */
@@ -1064,6 +1094,18 @@ static void test_io_unknown_flags(void **state)
 		REJECT_BODY(io_types[t], B_OFF(repl_io, flags), 4, 0x80000000u);
 		ACCEPT(io_types[t], B_OFF(repl_io, flags), 4, REPL_F_FUA);
 	}
+}
+
+/* READ and RDATA (REPL_FEAT_READ): as any request; RDATA carries the data */
+static void test_rt_read(void **state)
+{
+	(void)state;
+	check_rt_io(REPL_READ, 0);
+	check_rt_io(REPL_RDATA, 0);
+	/* no flags: a read has no FUA, and its data is never compressed */
+	REJECT_BODY(w_read, B_OFF(repl_io, flags), 4, REPL_F_FUA);
+	REJECT_BODY(w_rdata, B_OFF(repl_io, flags), 4, REPL_F_FUA);
+	REJECT_HDR(w_rdata, H_OFF(flags), 2, REPL_HF_LZ4);
 }
 
 static void test_rs_data_flags(void **state)
@@ -1889,6 +1931,7 @@ int main(void)
 		cmocka_unit_test(test_rt_error),
 		cmocka_unit_test(test_rt_write),
 		cmocka_unit_test(test_rt_rs_data),
+		cmocka_unit_test(test_rt_read),
 		cmocka_unit_test(test_rt_trim_zero),
 		cmocka_unit_test(test_rt_flush),
 		cmocka_unit_test(test_rt_ack),
