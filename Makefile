@@ -36,7 +36,7 @@ BINS := $(B)/tandemd $(B)/tandemctl $(B)/tandem-witness
 
 # deps-check is order-only for objects: it runs first, even with -j, but never
 # forces a rebuild.
-.PHONY: all deps deps-check test test-one build-tests unit integration fuzz fuzz-run run install clean bench soak soak-load lint model
+.PHONY: all deps deps-check test test-one build-tests unit integration fuzz fuzz-run fuzz-long run install clean bench soak soak-load lint model
 all: deps-check $(BINS)
 
 # Installs the Debian packages the build and tests need (only when missing).
@@ -131,6 +131,11 @@ build/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz.h build/fuzz/libtandem-fuzz.a
 fuzz: deps-check $(FUZZ_BIN)
 fuzz-run: fuzz
 	@bash tests/run-fuzz.sh $(FUZZ_SECONDS)
+# The long run: every harness for FUZZ_LONG_SECONDS (140 s each: over 30
+# CPU-minutes across the harnesses), outside `make test`.
+FUZZ_LONG_SECONDS ?= 140
+fuzz-long: fuzz
+	@bash tests/run-fuzz.sh $(FUZZ_LONG_SECONDS)
 
 run: all
 	@bash scripts/run-demo.sh

@@ -561,7 +561,7 @@ static const char *unavailable(const struct vol *v)
 {
 	if (v->role != VOL_PRIMARY)
 		return "volume is secondary on this node; connect to its primary";
-	if (vol_disk_gone(v->disk) && !vol_via_peer(v))
+	if (!vol_serving(v))
 		return "volume's disk has failed on this node, and its peer cannot serve it";
 	if (!vol_lease_ok(v))
 		return "volume's primary here has no lease (cut off from its peer and the "

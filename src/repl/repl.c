@@ -32,8 +32,9 @@ struct md_sb *sb(struct repl *r)
  * the peer's copy is recognised as older (gen_branch in repl_gen.h). */
 void gen_branch(struct repl *r)
 {
-	/* D2: a gone disk takes no write the peer lacks: nothing branches */
-	if (sb(r)->gen_bitmap != GEN_NONE || vol_disk_gone(r->v->disk))
+	/* D2, P3: a gone disk, or one being filled from the peer, takes no
+	 * write the peer lacks: nothing branches */
+	if (sb(r)->gen_bitmap != GEN_NONE || vol_disk_gone(r->v->disk) || r->pulling)
 		return;
 	sb(r)->gen_bitmap = sb(r)->gen_current;
 	sb(r)->gen_current = md_new_gen();
@@ -103,6 +104,16 @@ static bool vol_via_peer_hook(void *ctx)
 	return repl_via_peer(ctx);
 }
 
+static bool vol_need_peer_hook(void *ctx)
+{
+	return repl_need_peer(ctx);
+}
+
+static bool vol_read_remote_hook(void *ctx, uint64_t off, uint64_t len)
+{
+	return repl_read_remote(ctx, off, len);
+}
+
 static int vol_read_hook(void *ctx, struct vol_io *io, void (*done)(struct vol_io *io, int res))
 {
 	return repl_read(ctx, io, done);
@@ -116,19 +127,23 @@ static const struct vol_repl_ops repl_vol_ops = {
 	.switchover = vol_switchover_hook,
 	.lease_ok = vol_lease_hook,
 	.via_peer = vol_via_peer_hook,
+	.need_peer = vol_need_peer_hook,
+	.read_remote = vol_read_remote_hook,
 	.read = vol_read_hook,
 };
 
-/* A slow disk here may be detached (vol_slow_watch) only on a secondary
- * whose primary peer is connected, established and up to date: that peer
- * serves, and its marks bring the disk back after an attach (F1). A slow
- * primary disk is kept: there is no serving through the peer yet. */
+/* A slow disk here may be detached (vol_slow_watch) only while the peer
+ * can do without it: on a secondary whose primary peer is connected,
+ * established and up to date (its marks bring the disk back after an
+ * attach, F1); on a primary whose peer serves (D1: on-io-error = detach). */
 static bool slow_may_detach(void *ctx)
 {
 	const struct repl *r = ctx;
 
-	return r->v->role == VOL_SECONDARY && peer_ready(r) && r->have_peer &&
-	       r->peer.role == REPL_ROLE_PRIMARY && r->peer.disk == VOL_UPTODATE;
+	if (r->v->role == VOL_PRIMARY)
+		return !r->cfg->io_error_pass_on && !r->pulling && peer_serves(r);
+	return peer_ready(r) && r->have_peer && r->peer.role == REPL_ROLE_PRIMARY &&
+	       r->peer.disk == VOL_UPTODATE;
 }
 
 int repl_new(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned self, struct vol *v,

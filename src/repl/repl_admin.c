@@ -343,11 +343,18 @@ int repl_attach(struct repl *r, const char *path, char *msg, size_t len)
 	int e;
 
 	if (v->role == VOL_PRIMARY) {
-		snprintf(msg, len,
-			 "volume %s is primary here: a disk can be attached to a secondary only "
-			 "(switch over to %s first)",
-			 v->name, peer_name(r));
-		return -EBUSY;
+		/* P1-P4: it keeps serving, and fills the disk from the peer */
+		if (vol_disk_gone(v->disk) && !peer_serves(r)) {
+			snprintf(msg, len,
+				 "volume %s: no up-to-date peer to fill a disk from (%s is %s)",
+				 v->name, peer_name(r),
+				 r->have_peer ? vol_disk_name(r->peer.disk) : "not connected");
+			return -EAGAIN;
+		}
+		e = vol_attach(v, path, msg, len);
+		if (e)
+			return e;
+		return pull_start(r, path != NULL);
 	}
 	e = vol_attach(v, path, msg, len);
 	if (e)
@@ -429,7 +436,15 @@ void repl_get_status(const struct repl *r, struct repl_status *st)
 	st->peer_disk = r->have_peer ? r->peer.disk : -1;
 	st->peer_role = r->have_peer ? (r->peer.role == REPL_ROLE_PRIMARY) : -1;
 	st->out_of_sync_bytes = MIN(oos, r->v->size);
-	if (r->rstate == RR_SYNCSOURCE || r->rstate == RR_SYNCTARGET)
+	if (r->pulling) /* the primary fills its disk from the peer (P1-P4) */
+		st->rep = RR_SYNCTARGET;
+	if (r->pulling)
+		st->sync_percent =
+			r->pull_total ? MAX(0.0, 100.0 * (1.0 - (double)st->out_of_sync_bytes /
+									(double)MIN(r->pull_total,
+										    r->v->size)))
+				      : 100.0;
+	else if (r->rstate == RR_SYNCSOURCE || r->rstate == RR_SYNCTARGET)
 		st->sync_percent =
 			r->rs_total
 				? 100.0 * (1.0 - (double)bm_oos_count(r->bm) / (double)r->rs_total)

@@ -257,7 +257,9 @@ static void handshake_decide(struct rconn *c)
 			       "inconsistent or neither has data)");
 		return;
 	case GEN_TARGET:
-		if (gm.primary) {
+		/* P3: a primary whose disk is gone or being filled takes
+		 * nothing from a resync; it reads through the peer and pulls */
+		if (gm.primary && !vol_disk_gone(r->v->disk) && r->v->disk != VOL_INCONSISTENT) {
 			conn_refuse(c,
 				    "this primary would become sync target of %s; demote it first",
 				    c->peer_node);
@@ -265,7 +267,7 @@ static void handshake_decide(struct rconn *c)
 		}
 		break;
 	case GEN_SOURCE:
-		if (gp.primary) {
+		if (gp.primary && !vol_disk_gone(c->pst.disk) && c->pst.disk != VOL_INCONSISTENT) {
 			conn_refuse(c, "primary %s would become sync target; demote it first",
 				    c->peer_node);
 			return;
@@ -297,7 +299,11 @@ static void handshake_decide(struct rconn *c)
 	r->rs_cursor = 0;
 	switch (d.verdict) {
 	case GEN_EQUAL:
-		bm_clear_all_oos(r->bm);
+		/* (marks of a disk that is gone or being filled stay: they
+		 * say what it lacks) */
+		if (!vol_disk_gone(r->v->disk) && !vol_disk_gone(c->pst.disk) && !r->pulling &&
+		    !(c->pst.role == REPL_ROLE_PRIMARY && c->pst.disk == VOL_INCONSISTENT))
+			bm_clear_all_oos(r->bm);
 		if (r->v->disk == VOL_OUTDATED || r->v->disk == VOL_CONSISTENT)
 			vol_set_disk(r->v, VOL_UPTODATE);
 		/* I2: two disks that were never written hold the same zeros */
@@ -320,9 +326,22 @@ static void handshake_decide(struct rconn *c)
 		/* The peer's copy is older than this one: nothing newer exists. */
 		if (r->v->disk == VOL_CONSISTENT)
 			vol_set_disk(r->v, VOL_UPTODATE);
+		/* D2, P3: a primary that kept the generation (its disk is gone or
+		 * being filled: it wrote nothing alone) left this copy with
+		 * everything; outdated only said it might not */
+		if (r->v->disk == VOL_OUTDATED && gp.primary && gm.current == gp.current &&
+		    (vol_disk_gone(c->pst.disk) || c->pst.disk == VOL_INCONSISTENT))
+			vol_set_disk(r->v, VOL_UPTODATE);
 		if (d.full)
 			bm_set_all(r->bm);
 		bm_flush(r->bm, NULL);
+		if (c->pst.role == REPL_ROLE_PRIMARY && !vol_disk_gone(c->pst.disk)) {
+			/* P3: the primary fills its disk itself (it pulls) */
+			log_info("volume %s: %s fills its disk from this copy", r->v->name,
+				 c->peer_node);
+			repl_set_rstate(r, RR_ESTABLISHED);
+			break;
+		}
 		if (vol_disk_gone(c->pst.disk)) {
 			/* F1: no resync onto a failed disk; the marks stay */
 			log_warn("volume %s: %s's disk is failed: nothing is copied to it until "
@@ -347,6 +366,13 @@ static void handshake_decide(struct rconn *c)
 			log_warn("volume %s: %s's copy is newer, but its disk is %s: no resync",
 				 r->v->name, c->peer_node, vol_disk_name(c->pst.disk));
 			repl_set_rstate(r, RR_ESTABLISHED);
+			break;
+		}
+		if (r->v->role == VOL_PRIMARY && !vol_disk_gone(r->v->disk)) {
+			/* P3: an inconsistent primary pulls what it lacks */
+			repl_set_rstate(r, RR_ESTABLISHED);
+			if (!r->pulling)
+				pull_start(r, false);
 			break;
 		}
 		if (vol_disk_gone(r->v->disk)) {
@@ -437,7 +463,9 @@ static int run_state(struct rconn *c, const struct repl_msg *m)
 {
 	struct repl *r = c->r;
 	bool was_primary = r->peer.role == REPL_ROLE_PRIMARY;
-	bool peer_target = m->u.state.disk == VOL_INCONSISTENT;
+	/* (a primary is never a sync target: inconsistent, it pulls: P3) */
+	bool peer_target =
+		m->u.state.disk == VOL_INCONSISTENT && m->u.state.role != REPL_ROLE_PRIMARY;
 
 	/* The first STATE after the handshake shows what the peer decided:
 	 * both sides must have come to the same answer (they decide on
@@ -455,6 +483,14 @@ static int run_state(struct rconn *c, const struct repl_msg *m)
 				  c->peer_node);
 			return -1;
 		}
+	}
+	if (r->rstate == RR_ESTABLISHED && m->u.state.role == REPL_ROLE_PRIMARY &&
+	    r->peer.disk == VOL_INCONSISTENT && m->u.state.disk == VOL_UPTODATE &&
+	    r->v->disk == VOL_UPTODATE) {
+		/* P4: the primary filled its disk from this copy, by the marks
+		 * of both (the handshake merged them): none is left */
+		bm_clear_all_oos(r->bm);
+		bm_flush(r->bm, NULL);
 	}
 	r->peer = m->u.state;
 	if (vol_disk_gone(r->peer.disk) && (r->rstate == RR_SYNCSOURCE || !ab_empty(r))) {

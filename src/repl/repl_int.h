@@ -278,6 +278,14 @@ struct repl {
 	uint64_t ab_acked_bytes, ab_drain_acc, ab_drain_t0;
 	double ab_drain_bps;
 	struct ev_deferred ab_kick;
+	/* a disk attached to this primary, brought up to date by reading
+	 * from the peer (repl_pull.c, P1-P4) */
+	bool pulling, pull_flushing, pull_paused;
+	int pull_err; /* a piece failed in this pass */
+	unsigned pull_inflight;
+	uint64_t pull_cursor; /* the next bitmap chunk to look at */
+	uint64_t pull_bytes, pull_total;
+	struct vol_io pull_flush;
 	/* the consistent image kept during a resync (repl_cp.c, CP1-CP3) */
 	bool cp_have;
 	uint64_t cp_time_ns; /* CLOCK_REALTIME when it was taken */
@@ -426,12 +434,18 @@ void clean_start(struct repl *r);
 
 /* repl_read.c: reads through the peer (vol.h D1; D1, D3 there) */
 bool peer_serves(const struct repl *r);
+bool repl_need_peer(const struct repl *r); /* the disk here is gone, or being pulled */
 bool repl_via_peer(const struct repl *r);
 int repl_read(struct repl *r, struct vol_io *io, void (*done)(struct vol_io *io, int res));
 void rd_acked(struct repl *r, struct vol_io *io, int res);
 void rd_lost(struct repl *r, struct vol_io *io);
 void rdata_rx_done(struct net_conn *nc, int err);
 int msg_rdata(struct rconn *c, const struct repl_msg *m);
+
+/* repl_pull.c: a disk attached to a primary, filled from the peer (P1-P4) */
+bool repl_read_remote(const struct repl *r, uint64_t off, uint64_t len);
+int pull_start(struct repl *r, bool all);
+void pull_tick(struct repl *r);
 
 /* repl_async.c: the asynchronous stream (A1-A6) */
 bool ab_empty(const struct repl *r);

@@ -113,7 +113,7 @@ static uint32_t want_flags(const struct repl *r)
 		 * window, as with a disk that works). */
 		if (peer_connected(r) && r->rstate == RR_ESTABLISHED && r->have_peer &&
 		    r->peer.disk == VOL_UPTODATE &&
-		    (v->disk == VOL_UPTODATE || vol_disk_gone(v->disk)))
+		    (v->disk == VOL_UPTODATE || vol_disk_gone(v->disk) || r->pulling))
 			f |= WIT_F_SYNCED;
 		return f;
 	}

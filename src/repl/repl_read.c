@@ -21,9 +21,14 @@ bool peer_serves(const struct repl *r)
 	       (r->features & REPL_FEAT_READ) && ab_empty(r) && !r->ab_ahead && !r->draining;
 }
 
+bool repl_need_peer(const struct repl *r)
+{
+	return r->v->role == VOL_PRIMARY && (vol_disk_gone(r->v->disk) || r->pulling);
+}
+
 bool repl_via_peer(const struct repl *r)
 {
-	return vol_disk_gone(r->v->disk) && !r->cfg->io_error_pass_on && peer_serves(r);
+	return repl_need_peer(r) && (r->pulling || !r->cfg->io_error_pass_on) && peer_serves(r);
 }
 
 /* D3: the read's parts (the send, the answer) are in; it completes. */

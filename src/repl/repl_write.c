@@ -86,14 +86,18 @@ static void fg_finish(struct repl *r, struct vol_io *io)
 	/* on-io-error = detach: any error of the store here (ENOSPC, say;
 	 * an EIO did it already) on a request the peer has fails the disk
 	 * here, and D1 serves through the peer */
-	if (io->rep.lres && io->rep.peer_ok && !vol_disk_gone(r->v->disk) &&
-	    !r->cfg->io_error_pass_on && peer_serves(r))
+	if (io->rep.lres && io->rep.lres != -ENODEV && io->rep.peer_ok &&
+	    !vol_disk_gone(r->v->disk) && !r->cfg->io_error_pass_on && peer_serves(r))
 		vol_disk_error(r->v, -io->rep.lres, io->type == BS_FLUSH ? "flush" : "write");
-	/* D1: a write the store here failed (or never took: the disk is
-	 * gone) is complete once the peer has it */
-	if (io->rep.lres && io->rep.peer_ok && vol_disk_gone(r->v->disk) &&
-	    !r->cfg->io_error_pass_on)
+	/* D1: a write the store here failed, or never took (-ENODEV: the
+	 * disk was gone), is complete once the peer has it; its region is
+	 * marked, which a disk attached since fills from the peer (P2) */
+	if (io->rep.lres && io->rep.peer_ok &&
+	    (vol_disk_gone(r->v->disk) || r->pulling || io->rep.lres == -ENODEV) &&
+	    (!r->cfg->io_error_pass_on || r->pulling))
 		io->rep.lres = 0;
+	if (io->rep.lres == -ENODEV)
+		io->rep.lres = -EIO; /* (what a client is told) */
 	if (!quorum_hold(r, io)) /* Q1 */
 		vol_complete(io, io->rep.lres);
 	fg_unblock(r);
@@ -199,9 +203,16 @@ void fg_dispatch(struct repl *r, struct vol_io *io)
 
 static void fg_go(struct repl *r, struct vol_io *io)
 {
+	bool stream = r->async || !ab_empty(r) || !list_empty(&r->ab_wait);
+
 	io->rep.pending = 1;
-	if ((r->async || !ab_empty(r) || !list_empty(&r->ab_wait)) && r->v->role == VOL_PRIMARY &&
-	    !ab_submit(r, io, false))
+	/* D1: with no disk of its own (or one being filled), an async primary
+	 * writes through its peer synchronously once the stream is empty; a
+	 * write behind the stream stays in it (order) and fails here with the
+	 * local part, as it would have without the peer */
+	if (stream && repl_need_peer(r) && ab_empty(r) && list_empty(&r->ab_wait))
+		stream = false;
+	if (stream && r->v->role == VOL_PRIMARY && !ab_submit(r, io, false))
 		return; /* waits for room in the stream (ab_kick_fn goes on) */
 	fg_dispatch(r, io);
 }
@@ -429,6 +440,8 @@ void clean_start(struct repl *r)
 	struct list *pos, *tmp;
 	bool peer = peer_ready(r);
 
+	if (vol_disk_gone(r->v->disk))
+		return; /* nothing here to make durable; the marks stay (D1) */
 	memset(r->busy, 0, bm_words(r->bm) * 8);
 	list_for_each_safe (pos, tmp, &r->inflight) {
 		struct vol_io *o = container_of(pos, struct vol_io, rep.link);

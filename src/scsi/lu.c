@@ -241,8 +241,7 @@ static void lu_refresh(struct lu *lu)
 
 	bool lease = vol_lease_ok(v);
 
-	d->ready = v->role == VOL_PRIMARY && !v->demoting &&
-		   (!vol_disk_gone(v->disk) || vol_via_peer(v)) && lease;
+	d->ready = v->role == VOL_PRIMARY && !v->demoting && vol_serving(v) && lease;
 	/* a primary without its lease is in transition: to serving again, or
 	 * to standby once it steps down (L5) */
 	d->tpg[0].access = d->ready                           ? SCSI_ALUA_OPTIMIZED

@@ -368,6 +368,18 @@ bool vol_via_peer(const struct vol *v)
 	return v->repl_ops && v->repl_ops->via_peer && v->repl_ops->via_peer(v->repl_ctx);
 }
 
+static bool need_peer(const struct vol *v)
+{
+	if (v->repl_ops && v->repl_ops->need_peer)
+		return v->repl_ops->need_peer(v->repl_ctx);
+	return vol_disk_gone(v->disk);
+}
+
+bool vol_serving(const struct vol *v)
+{
+	return !need_peer(v) || vol_via_peer(v);
+}
+
 void vol_detach_check(struct vol *v)
 {
 	if (v->disk != VOL_FAILED || v->role != VOL_PRIMARY || v->bios || !vol_via_peer(v))
@@ -526,10 +538,13 @@ static void read_done(struct vol_io *io, int res)
 {
 	struct vol *v = io->vol;
 
-	if (res == -EIO && !io->from_peer && v->role == VOL_PRIMARY && vol_via_peer(v)) {
+	if ((res == -EIO || res == -ENODEV) && !io->from_peer && v->role == VOL_PRIMARY &&
+	    vol_via_peer(v)) {
 		read_peer(v, io); /* D1: the local store failed it; the peer has it */
 		return;
 	}
+	if (res == -ENODEV)
+		res = -EIO;
 	if (res == 0 && (v->role != VOL_PRIMARY || !vol_lease_ok(v))) {
 		lease_park(v, io); /* read again once the lease is back */
 		return;
@@ -637,7 +652,7 @@ static void submit(struct vol *v, struct vol_io *io, uint64_t again)
 		fail_async(v, io, -EROFS);
 		return;
 	}
-	if (vol_disk_gone(v->disk) && !vol_via_peer(v)) { /* V1 */
+	if (!vol_serving(v)) { /* V1 */
 		fail_async(v, io, -EIO);
 		return;
 	}
@@ -684,7 +699,8 @@ static void submit(struct vol *v, struct vol_io *io, uint64_t again)
 		v->repl_ops->submit(v->repl_ctx, io);
 		return;
 	}
-	if (io->type == BS_READ && vol_disk_gone(v->disk)) {
+	if (io->type == BS_READ && v->repl_ops &&
+	    v->repl_ops->read_remote(v->repl_ctx, io->off, io->len)) {
 		read_peer(v, io); /* D1 (checked above: via_peer) */
 		return;
 	}
@@ -705,7 +721,7 @@ void vol_local(struct vol *v, struct vol_io *io, void (*done)(struct vol_io *io,
 	v->bios++;
 	io->bio_t0 = ev_now(v->ev);
 	if (vol_disk_gone(v->disk)) { /* D1: no I/O to a gone disk */
-		bs_complete_later(v->ev, &io->bio, -EIO);
+		bs_complete_later(v->ev, &io->bio, -ENODEV);
 		return;
 	}
 	bs_submit(v->bs, &io->bio);

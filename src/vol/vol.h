@@ -26,7 +26,7 @@
  *       gone or through a peer that holds every write (D1: via_peer);
  *       vol_submit fails everything else with -EROFS / -EIO.
  *   D1. Nothing goes to a gone disk (failed, diskless): vol_local fails it
- *       at once. A primary whose disk is gone serves through its peer while
+ *       at once with -ENODEV (never -EIO: the store did not fail it). A primary whose disk is gone serves through its peer while
  *       the peer is up to date and connected: writes are complete when the
  *       peer acknowledged them, reads are the peer's (repl READ); a read
  *       that failed on the local store is read there again.
@@ -91,6 +91,12 @@ struct vol_repl_ops {
 	/* D1: this primary's disk is gone and its peer holds every write:
 	 * requests are served through the peer. */
 	bool (*via_peer)(void *ctx);
+	/* D1: requests need the peer here (the disk is gone, or being filled
+	 * from the peer); then they are served only while via_peer. */
+	bool (*need_peer)(void *ctx);
+	/* D1: a read of [off, len) must be the peer's (the disk here is gone,
+	 * or lacks part of the range yet). */
+	bool (*read_remote)(void *ctx, uint64_t off, uint64_t len);
 	/* D1: reads io from the peer; done(io, res) later, from the loop.
 	 * 0 sent, or -errno (not sent, done is not called). */
 	int (*read)(void *ctx, struct vol_io *io, void (*done)(struct vol_io *io, int res));
@@ -303,6 +309,8 @@ void vol_event(struct vol *v, const char *what, const char *from, const char *to
 bool vol_lease_ok(const struct vol *v);
 /* D1: requests are served through the peer (this primary's disk is gone). */
 bool vol_via_peer(const struct vol *v);
+/* Requests can be served here now: the disk works, or the peer serves. */
+bool vol_serving(const struct vol *v);
 /* D1: a failed disk with no request left on it, on a primary served through
  * its peer, is detached: failed -> diskless. */
 void vol_detach_check(struct vol *v);

@@ -7,7 +7,8 @@
 #     disconnect and reconnect (before: failed -> inconsistent -> failed at
 #     every resync start); a shows b connected with its disk failed, keeps
 #     writing, and marks what b lacks.
-#  2. invalidate refuses a failed disk; attach on the primary is refused.
+#  2. invalidate refuses a failed disk; attach on the primary, whose disk
+#     works, is refused.
 #  3. `tandemctl attach vol0 --disk NEW` on b: a full resync from a onto the
 #     new file, which ends identical to a's data.
 # shellcheck source=lib.sh
@@ -48,7 +49,7 @@ this_run b | grep -qF 'no resync from a onto it until' ||
 out=$(ctl_on b invalidate vol0 2>&1) && fail "invalidate took a failed disk: $out"
 echo "$out" | grep -q 'tandemctl attach' || fail "invalidate on a failed disk says: $out"
 out=$(ctl_on a attach vol0 2>&1) && fail "attach on the primary: $out"
-echo "$out" | grep -q 'secondary only' || fail "attach on the primary says: $out"
+echo "$out" | grep -q 'not failed: nothing to attach' || fail "attach on the primary says: $out"
 
 # 3. a new disk
 out=$(ctl_on b attach vol0 --disk "$T/b-new.img" 2>&1) || fail "attach failed: $out"

@@ -17,7 +17,12 @@
 #  2. a says `diskless`, and why: disk_error {error, op, time}, the
 #     disk-error event, the log. The peer stays uptodate and established.
 #  3. The witness record stays synced and names a.
-#  4. a is killed: b takes over by itself (no --force), and fio's verify
+#  4. `tandemctl attach vol0 --disk NEW` on a, under a second fio job that
+#     writes and checks 16 MiB: a fills the new disk from b in the
+#     background (status synctarget) while it serves; the job sees no
+#     error; a's disk ends uptodate, its new file identical to b's, and the
+#     first job's verify pass over a (its own disk now) finds every block.
+#  5. a is killed: b takes over by itself (no --force), and fio's verify
 #     pass over b finds every block.
 
 primary_disk_fails()
@@ -93,7 +98,42 @@ EOF
 	[ "$(wrec "r['synced'] and r['primary'] == 'a'")" = True ] ||
 		fail "the witness record changed: $(witness_status)"
 
-	# 4. a dies: b takes over by itself, and holds every block fio wrote
+	# 4. a new disk, attached online under load
+	local fio2=(--name=w2 --ioengine=nbd --uri="$(uri a)" --rw=randrw --bs=16k --iodepth=4
+		--offset=48M --size=16M --time_based --runtime=5 --verify=crc32c --verify_backlog=64
+		--verify_fatal=1 --randseed=784 --output-format=json)
+	timeout -k 5 60 fio "${fio2[@]}" --output="$T/fio2.json" >"$T/fio2.err" 2>&1 &
+	fpid=$!
+	track "$fpid"
+	sleep 1
+	local t0 t1 seen=no
+	t0=$(date +%s.%N)
+	ctl_on a attach vol0 --disk "$T/a/new.img" || fail "attach on a failed"
+	for ((i = 0; i < 600; i++)); do
+		case $(jfield a "v['disk'] + ' ' + p['replication']") in
+		"inconsistent synctarget") seen=yes ;;
+		"uptodate "*) break ;;
+		esac
+		sleep 0.1
+	done
+	t1=$(date +%s.%N)
+	wait_for a "v['disk'] == 'uptodate' and p['replication'] == 'established'" 30
+	[ "$seen" = yes ] || log "(the copy was over before status showed it)"
+	wait "$fpid" || fail "fio during the attach failed: $(cat "$T/fio2.err")"
+	_forget "$fpid"
+	log "a's new disk is up to date $(echo "$t1 - $t0" | bc) s after attach, under load: $(python3 -c "
+import json; j = json.load(open('$T/fio2.json'))['jobs'][0]
+print('%d writes, %d reads, error %d' % (j['write']['total_ios'], j['read']['total_ios'], j['error']))")"
+	[ "$(jfield a "v['disk_error']")" = None ] || fail "a still shows a disk error"
+	this_run a | grep -q "the attached disk is up to date" || fail "a's log does not say the disk is up to date"
+	IMG_A=$T/a/new.img compare_replicas
+	fio_args[2]=--uri=$(uri a)
+	timeout -k 5 120 fio "${fio_args[@]}" --verify_only --output="$T/fio-a.json" >"$T/fio-a.err" 2>&1 ||
+		fail "fio's verify pass over a's new disk failed: $(cat "$T/fio-a.err")"
+	[ "$(wrec "r['synced'] and r['primary'] == 'a'")" = True ] ||
+		fail "the witness record changed: $(witness_status)"
+
+	# 5. a dies: b takes over by itself, and holds every block fio wrote
 	log "killing the diskless primary a"
 	crash a
 	wait_for b "v['role'] == 'primary' and v['disk'] == 'uptodate'" 20

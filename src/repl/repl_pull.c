@@ -1,0 +1,208 @@
+/* A primary's disk attached online (`tandemctl attach` on a diskless
+ * primary) is brought up to date by the primary itself: it reads the
+ * regions its disk lacks from its peer (READ) and writes them here, while
+ * it goes on serving. A primary never applies a peer's resync stream (R6);
+ * it pulls instead.
+ * Invariants:
+ *   P1. A region is pulled under a range lock (vol.h V3): no client write
+ *       to it is in flight while its data is read from the peer and
+ *       written here, so an older copy never overwrites a newer write.
+ *   P2. A region's mark goes only once its data is written here; client
+ *       reads of a marked region are the peer's (repl_read_remote), of a
+ *       clear one this disk's.
+ *   P3. While pulling, the disk is inconsistent and every request needs
+ *       the peer as with a gone disk (D1): without it requests fail, and
+ *       nothing is written here alone (no generation branches).
+ *   P4. The disk is up to date only when no mark is left and a flush of
+ *       this store succeeded after the last piece. */
+#include "repl_int.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/log.h"
+
+#define PULL_PIECE (256u << 10) /* most bytes of one pull request */
+#define PULL_MAX 8u             /* pull requests in flight */
+
+struct pull {
+	struct vol_io io; /* the READ from the peer, then the write here */
+	struct vol_lock lk;
+	struct repl *r;
+};
+
+static void pull_kick(struct repl *r);
+
+bool repl_read_remote(const struct repl *r, uint64_t off, uint64_t len)
+{
+	uint64_t g = bm_granularity(r->bm);
+
+	if (vol_disk_gone(r->v->disk))
+		return true;
+	if (!r->pulling || !len)
+		return false;
+	for (uint64_t c = off / g; c <= (off + len - 1) / g; c++)
+		if (bm_test_oos(r->bm, c))
+			return true;
+	return false;
+}
+
+static void pull_end(struct pull *p, int res)
+{
+	struct repl *r = p->r;
+
+	vol_unlock(r->v, &p->lk);
+	if (p->io.buf)
+		bufpool_put(&r->pool, p->io.buf, p->io.len);
+	free(p);
+	r->pull_inflight--;
+	if (res && !r->pull_err)
+		r->pull_err = res;
+	pull_kick(r);
+}
+
+static void pull_written(struct vol_io *io, int res)
+{
+	struct pull *p = container_of(io, struct pull, io);
+
+	if (res == 0) {
+		bm_clear_oos(p->r->bm, io->off, io->len); /* P2 */
+		p->r->pull_bytes += io->len;
+	}
+	pull_end(p, res);
+}
+
+static void pull_read(struct vol_io *io, int res)
+{
+	struct pull *p = container_of(io, struct pull, io);
+	struct repl *r = p->r;
+
+	if (res || !r->pulling || vol_disk_gone(r->v->disk)) {
+		pull_end(p, res ? res : -ECANCELED);
+		return;
+	}
+	/* a new disk stays thin: zeros become a hole (or written zeros) */
+	if (buf_is_zero(io->buf, io->len)) {
+		io->type = BS_ZERO;
+		io->flags = BS_F_MAY_TRIM | BS_F_BULK;
+	} else {
+		io->type = BS_WRITE;
+		io->flags = BS_F_BULK;
+	}
+	vol_local(r->v, io, pull_written);
+}
+
+static void pull_locked(struct vol_lock *lk)
+{
+	struct pull *p = container_of(lk, struct pull, lk);
+	int e;
+
+	p->io.type = BS_READ;
+	p->io.vol = p->r->v;
+	e = repl_read(p->r, &p->io, pull_read);
+	if (e)
+		pull_end(p, e);
+}
+
+static void pull_flushed(struct vol_io *io, int res)
+{
+	struct repl *r = container_of(io, struct repl, pull_flush);
+
+	r->pull_flushing = false;
+	if (res || !r->pulling || bm_oos_count(r->bm) || vol_disk_gone(r->v->disk)) {
+		pull_kick(r); /* a write came meanwhile, or the flush failed */
+		return;
+	}
+	r->pulling = false;
+	bm_flush(r->bm, NULL);
+	log_warn("volume %s: the attached disk is up to date (%llu bytes copied from %s)",
+		 r->v->name, (unsigned long long)r->pull_bytes, peer_name(r));
+	vol_set_disk(r->v, VOL_UPTODATE); /* P4 */
+}
+
+static void pull_kick(struct repl *r)
+{
+	uint64_t g = bm_granularity(r->bm), nbits = bm_nbits(r->bm);
+
+	if (!r->pulling || r->pull_flushing || vol_disk_gone(r->v->disk))
+		return;
+	if (r->pull_err) {
+		if (r->pull_inflight)
+			return;
+		/* a piece failed (the peer went, or could not read): the next
+		 * tick tries again from the start */
+		log_warn("volume %s: copying to the attached disk paused: %s", r->v->name,
+			 strerror(-r->pull_err));
+		r->pull_err = 0;
+		r->pull_cursor = 0;
+		r->pull_paused = true;
+		return;
+	}
+	while (r->pull_inflight < PULL_MAX && peer_serves(r)) {
+		int64_t c = r->pull_cursor < nbits ? bm_next_oos(r->bm, r->pull_cursor) : -1;
+		uint64_t n = 1;
+		struct pull *p;
+		if (c < 0) {
+			if (r->pull_inflight)
+				return;
+			if (bm_oos_count(r->bm)) { /* a pass left some: again */
+				r->pull_cursor = 0;
+				continue;
+			}
+			/* P4: every piece is written; durable before up to date */
+			r->pull_flushing = true;
+			memset(&r->pull_flush, 0, sizeof(r->pull_flush));
+			r->pull_flush.type = BS_FLUSH;
+			vol_local(r->v, &r->pull_flush, pull_flushed);
+			return;
+		}
+		while ((uint64_t)c + n < nbits && (n + 1) * g <= PULL_PIECE &&
+		       bm_test_oos(r->bm, (uint64_t)c + n))
+			n++;
+		r->pull_cursor = (uint64_t)c + n;
+		p = calloc(1, sizeof(*p));
+		if (!p)
+			return;
+		p->r = r;
+		p->io.off = (uint64_t)c * g;
+		p->io.len = MIN(n * g, r->v->size - p->io.off);
+		p->io.buf = bufpool_get(&r->pool, p->io.len);
+		if (!p->io.buf) {
+			free(p);
+			return;
+		}
+		p->lk.off = p->io.off;
+		p->lk.len = p->io.len;
+		p->lk.granted_cb = pull_locked;
+		r->pull_inflight++;
+		vol_lock(r->v, &p->lk); /* P1 (granted_cb may run inside) */
+	}
+}
+
+void pull_tick(struct repl *r)
+{
+	if (!r->pulling)
+		return;
+	r->pull_paused = false;
+	pull_kick(r);
+}
+
+int pull_start(struct repl *r, bool all)
+{
+	if (all)
+		bm_set_all(r->bm);
+	else
+		bm_al_to_oos(r->bm); /* what the old disk may not have made durable */
+	bm_flush(r->bm, NULL);
+	r->pulling = true;
+	r->pull_err = 0;
+	r->pull_cursor = 0;
+	r->pull_bytes = 0;
+	r->pull_total = bm_oos_count(r->bm) * bm_granularity(r->bm);
+	vol_set_disk(r->v, VOL_INCONSISTENT); /* P3 */
+	log_warn("volume %s: copying %llu bytes from %s to the attached disk, in the background",
+		 r->v->name, (unsigned long long)MIN(r->pull_total, r->v->size), peer_name(r));
+	pull_kick(r);
+	return 0;
+}
