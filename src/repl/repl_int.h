@@ -281,7 +281,8 @@ struct repl {
 	/* a disk attached to this primary, brought up to date by reading
 	 * from the peer (repl_pull.c, P1-P4) */
 	bool pulling, pull_flushing, pull_paused;
-	int pull_err; /* a piece failed in this pass */
+	unsigned pull_fg_reads; /* client reads through the peer in flight (the controller's) */
+	int pull_err;           /* a piece failed in this pass */
 	unsigned pull_inflight;
 	uint64_t pull_cursor; /* the next bitmap chunk to look at */
 	uint64_t pull_bytes, pull_total;
@@ -437,6 +438,8 @@ bool peer_serves(const struct repl *r);
 bool repl_need_peer(const struct repl *r); /* the disk here is gone, or being pulled */
 bool repl_via_peer(const struct repl *r);
 int repl_read(struct repl *r, struct vol_io *io, void (*done)(struct vol_io *io, int res));
+/* The same for a fill's own read (not a client's: the controller tells them apart). */
+int repl_read_bg(struct repl *r, struct vol_io *io, void (*done)(struct vol_io *io, int res));
 void rd_acked(struct repl *r, struct vol_io *io, int res);
 void rd_lost(struct repl *r, struct vol_io *io);
 void rdata_rx_done(struct net_conn *nc, int err);
@@ -518,6 +521,7 @@ void rs_put(struct repl *r, struct rsreq *q);
 void rs_acked(struct repl *r, struct rsreq *q, int res);
 void rs_start_live(struct repl *r);
 void rs_kick_fn(struct ev_deferred *d);
+void ctl_arm(struct repl *r); /* the resync controller (rsctl.h) runs */
 int msg_rs_done(struct rconn *c, const struct repl_msg *m);
 int msg_rs_start(struct rconn *c, const struct repl_msg *m);
 void rs_abort(struct repl *r);

@@ -14,7 +14,11 @@
  *       the peer as with a gone disk (D1): without it requests fail, and
  *       nothing is written here alone (no generation branches).
  *   P4. The disk is up to date only when no mark is left and a flush of
- *       this store succeeded after the last piece. */
+ *       this store succeeded after the last piece.
+ *   P5. The resync controller (rsctl.h) paces it as it paces a resync:
+ *       bytes in flight within its window (one piece at least), none new
+ *       while it measures the foreground (client writes, and client reads
+ *       through the peer). */
 #include "repl_int.h"
 
 #include <errno.h>
@@ -55,6 +59,7 @@ static void pull_end(struct pull *p, int res)
 	vol_unlock(r->v, &p->lk);
 	if (p->io.buf)
 		bufpool_put(&r->pool, p->io.buf, p->io.len);
+	r->rs_bytes -= p->io.len;
 	free(p);
 	r->pull_inflight--;
 	if (res && !r->pull_err)
@@ -82,6 +87,8 @@ static void pull_read(struct vol_io *io, int res)
 		pull_end(p, res ? res : -ECANCELED);
 		return;
 	}
+	if (r->ctl_armed) /* P5: the round trip and what it brought */
+		rsctl_rs_acked(&r->ctl, ev_now(r->ev) - io->rep.t0, io->len, ev_now(r->ev));
 	/* a new disk stays thin: zeros become a hole (or written zeros) */
 	if (buf_is_zero(io->buf, io->len)) {
 		io->type = BS_ZERO;
@@ -100,7 +107,7 @@ static void pull_locked(struct vol_lock *lk)
 
 	p->io.type = BS_READ;
 	p->io.vol = p->r->v;
-	e = repl_read(p->r, &p->io, pull_read);
+	e = repl_read_bg(p->r, &p->io, pull_read);
 	if (e)
 		pull_end(p, e);
 }
@@ -139,10 +146,15 @@ static void pull_kick(struct repl *r)
 		r->pull_paused = true;
 		return;
 	}
+	if (peer_serves(r))
+		ctl_arm(r);
 	while (r->pull_inflight < PULL_MAX && peer_serves(r)) {
 		int64_t c = r->pull_cursor < nbits ? bm_next_oos(r->bm, r->pull_cursor) : -1;
-		uint64_t n = 1;
+		uint64_t n = 1, piece = MAX(g, MIN((uint64_t)PULL_PIECE, r->ctl.piece) / g * g);
 		struct pull *p;
+		/* P5 */
+		if (r->ctl.quiet || (r->rs_bytes && r->rs_bytes + piece > r->ctl.window))
+			return; /* (the controller's tick kicks again) */
 		if (c < 0) {
 			if (r->pull_inflight)
 				return;
@@ -157,7 +169,7 @@ static void pull_kick(struct repl *r)
 			vol_local(r->v, &r->pull_flush, pull_flushed);
 			return;
 		}
-		while ((uint64_t)c + n < nbits && (n + 1) * g <= PULL_PIECE &&
+		while ((uint64_t)c + n < nbits && (n + 1) * g <= piece &&
 		       bm_test_oos(r->bm, (uint64_t)c + n))
 			n++;
 		r->pull_cursor = (uint64_t)c + n;
@@ -176,6 +188,7 @@ static void pull_kick(struct repl *r)
 		p->lk.len = p->io.len;
 		p->lk.granted_cb = pull_locked;
 		r->pull_inflight++;
+		r->rs_bytes += p->io.len;
 		vol_lock(r->v, &p->lk); /* P1 (granted_cb may run inside) */
 	}
 }

@@ -34,8 +34,17 @@ bool repl_via_peer(const struct repl *r)
 /* D3: the read's parts (the send, the answer) are in; it completes. */
 static void rd_put(struct vol_io *io)
 {
-	if (--io->rep.pending == 0)
-		io->local_done(io, io->rep.lres);
+	struct repl *r = io->vol->repl;
+
+	if (--io->rep.pending)
+		return;
+	if (!io->rep.bg) {
+		r->pull_fg_reads--;
+		/* the controller's signal while a fill runs (P5) */
+		if (r->ctl_armed && io->rep.lres == 0)
+			rsctl_fg_done(&r->ctl, ev_now(r->ev) - io->rep.t0, 0);
+	}
+	io->local_done(io, io->rep.lres);
 }
 
 static void rd_tx_done(struct net_tx *tx, int err)
@@ -46,7 +55,8 @@ static void rd_tx_done(struct net_tx *tx, int err)
 	rd_put(io);
 }
 
-int repl_read(struct repl *r, struct vol_io *io, void (*done)(struct vol_io *io, int res))
+static int rd_send(struct repl *r, struct vol_io *io, void (*done)(struct vol_io *io, int res),
+		   bool bg)
 {
 	struct repl_io q;
 	size_t n;
@@ -56,9 +66,13 @@ int repl_read(struct repl *r, struct vol_io *io, void (*done)(struct vol_io *io,
 	memset(&io->rep, 0, sizeof(io->rep));
 	list_init(&io->rep.link);
 	io->rep.kind = K_READ;
+	io->rep.bg = bg;
+	io->rep.t0 = ev_now(r->ev);
 	io->local_done = done;
 	if (!slot_take(r, io))
 		return -EBUSY;
+	if (!bg)
+		r->pull_fg_reads++;
 	q.seq = io->rep.seq;
 	q.off = io->off;
 	q.len = (uint32_t)io->len;
@@ -72,6 +86,16 @@ int repl_read(struct repl *r, struct vol_io *io, void (*done)(struct vol_io *io,
 	io->rep.tx.done = rd_tx_done;
 	net_send(&r->conn->peer.net, &io->rep.tx);
 	return 0;
+}
+
+int repl_read(struct repl *r, struct vol_io *io, void (*done)(struct vol_io *io, int res))
+{
+	return rd_send(r, io, done, false);
+}
+
+int repl_read_bg(struct repl *r, struct vol_io *io, void (*done)(struct vol_io *io, int res))
+{
+	return rd_send(r, io, done, true);
 }
 
 /* msg_ack: the peer could not read it. */

@@ -35,7 +35,7 @@ static bool region_unmapped(struct repl *r, uint64_t off, uint64_t len)
 	return ext[0].len >= len && (ext[0].flags & (BS_EXT_HOLE | BS_EXT_ZERO));
 }
 
-static void ctl_arm(struct repl *r)
+void ctl_arm(struct repl *r)
 {
 	if (r->ctl_armed)
 		return;
@@ -48,13 +48,18 @@ void ctl_tick(struct ev_timer *t)
 {
 	struct repl *r = container_of(t, struct repl, ctl_timer);
 
-	if (!(r->rstate == RR_SYNCSOURCE || r->vfy_state == VFY_RUNNING) || !peer_ready(r)) {
+	if (!(r->rstate == RR_SYNCSOURCE || r->vfy_state == VFY_RUNNING || r->pulling) ||
+	    !peer_ready(r)) {
 		r->ctl_armed = false;
 		return;
 	}
-	rsctl_interval(&r->ctl, ev_now(r->ev), r->rs_bytes, !list_empty(&r->inflight));
+	rsctl_interval(&r->ctl, ev_now(r->ev), r->rs_bytes,
+		       !list_empty(&r->inflight) || r->pull_fg_reads);
 	ev_timer_arm(r->ev, &r->ctl_timer, RSCTL_INTERVAL_NS);
-	rs_pump(r);
+	if (r->pulling)
+		pull_tick(r);
+	else
+		rs_pump(r);
 }
 
 /* A run is done when all its pieces are: its regions are in sync unless

@@ -216,6 +216,7 @@ struct vol_rep {
 	uint8_t kind;           /* src/repl's request kinds */
 	bool peer_ok;           /* the peer acknowledged success */
 	bool stale;             /* resync read overtaken by a foreground write */
+	bool bg;                /* K_READ: a fill's own read (repl_pull.c), not a client's */
 	uint8_t ab;             /* async: 0 not seen by the stream, 1 streamed, 2 marked */
 	struct list wlink;      /* async: waiting for room in the stream */
 	int lres;               /* local result */
