@@ -32,171 +32,54 @@ set -Eeuo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=lib-link.sh
 . bench/lib-link.sh
+# shellcheck source=lib-failure.sh
+. bench/lib-failure.sh
 BIN=${TANDEM_BUILD:-build}
 LINK=${LINK:-0}
 SIZE_MB=${SIZE_MB:-1024}
 BEFORE=${BEFORE:-10}
 AWAY=${AWAY:-20}
 RUNTIME=${RUNTIME:-90}
-for v in LINK SIZE_MB BEFORE AWAY RUNTIME; do
+for v in BEFORE AWAY; do
 	[[ ${!v} =~ ^[0-9]+$ ]] || die "$v: '${!v}' is not a number"
 done
 [ $((BEFORE + AWAY)) -lt "$RUNTIME" ] || die "RUNTIME ($RUNTIME) must be longer than BEFORE + AWAY"
-[ "$(id -u)" -eq 0 ] || skip "needs root (network namespaces, tc)"
-for c in fio ip tc python3 nbdinfo timeout; do
-	command -v $c >/dev/null || skip "$c missing (scripts/deps.sh --bench)"
-done
-fio --enghelp=nbd >/dev/null 2>&1 || skip "fio has no nbd engine"
-for c in tandemd tandemctl; do [ -x "$BIN/$c" ] || skip "$BIN/$c missing (run make)"; done
-
-W=$(mktemp -d /var/tmp/tandem-hostfail.XXXXXX)
-trap bench_cleanup EXIT
-trap 'exit 130' INT TERM
-trap 'echo "bench: failed at line $LINENO: $BASH_COMMAND" >&2; exit 1' ERR
-
-link_up thf 10.231.44
-shape "$LINK"
-PORT=10809
-URI=nbd://$IPA:$PORT/vol0
-cat > "$W/pair.ini" <<INI
-[cluster]
-name = hostfail
-secret = hostfail-$$-$RANDOM
-
-[node a]
-replication = $IPA:7789
-nbd = $IPA:$PORT
-control = $W/a.sock
-data-dir = $W/a
-
-[node b]
-replication = $IPB:7789
-nbd = $IPB:$PORT
-control = $W/b.sock
-data-dir = $W/b
-
-[volume vol0]
-size = ${SIZE_MB}M
-nodes = a b
-replication = sync
-INI
-chmod 600 "$W/pair.ini"
-
-status_json() { timeout 10 "$BIN/tandemctl" -c "$W/pair.ini" -n a status vol0 --json 2>/dev/null || true; }
-whole() { # prints True when a's peer is established, up to date, nothing out of sync
-	python3 -c 'import json, sys
-try:
-    p = json.loads(sys.argv[1])["volumes"][0]["peers"][0]
-    print(p["connection"] == "connected" and p["replication"] == "established"
-          and p["disk"] == "uptodate" and p["out_of_sync_bytes"] == 0)
-except Exception:
-    print(False)' "$1"
-}
-start_b() {
-	ip netns exec "$NB" "$BIN/tandemd" -c "$W/pair.ini" -n b -f 2>> "$W/tandem-b.log" &
-	PID_B=$!
-	PIDS+=("$PID_B")
-}
-wait_whole() { # SECONDS: until whole; sets WHOLE_AT (epoch s, "" if never)
-	local end=$((SECONDS + $1))
-	WHOLE_AT=""
-	while [ $SECONDS -lt $end ]; do
-		if [ "$(whole "$(status_json)")" = True ]; then
-			WHOLE_AT=$EPOCHREALTIME
-			return 0
-		fi
-		sleep 0.2
-	done
-}
-
-echo "# work dir $W, namespaces $NA $NB, link ${LINK:-0} Mbit/s (0 = unshaped)" >&2
-ip netns exec "$NA" "$BIN/tandemd" -c "$W/pair.ini" -n a -f 2>> "$W/tandem-a.log" &
-PID_A=$!
-PIDS+=("$PID_A")
-start_b
-wait_nbd "$NA" "$URI" "$PID_A" "tandemd a" "$W/tandem-a.log"
-wait_whole 60
-[ -n "$WHOLE_AT" ] || die "the pair did not connect and sync within 60 s: $(status_json)"
-
-echo "# writing the volume once (${SIZE_MB} MiB)" >&2
-fg_wait ip netns exec "$NA" fio --name=prefill --ioengine=nbd --uri="$URI" --rw=write --bs=1M \
-	--iodepth=4 --size="${SIZE_MB}M" --refill_buffers --output="$W/prefill.out" >/dev/null
-wait_whole 120
-[ -n "$WHOLE_AT" ] || die "not in sync after the prefill: $(status_json)"
-sync
-echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
+failure_pair hostfail 10.231.44
+failure_start
 
 echo "# fio 4k randrw 70/30 QD8 for ${RUNTIME} s; b dies at ${BEFORE} s, returns at $((BEFORE + AWAY)) s" >&2
-T0=$EPOCHREALTIME
-ip netns exec "$NA" fio --name=load --ioengine=nbd --uri="$URI" --rw=randrw --rwmixread=70 \
-	--bs=4k --iodepth=8 --size="${SIZE_MB}M" --time_based --runtime="$RUNTIME" --refill_buffers \
-	--write_iops_log="$W/load" --log_avg_msec=1000 --output-format=json \
-	--output="$W/fio.json" > /dev/null 2> "$W/fio.err" &
-FIO=$!
-PIDS+=("$FIO")
+failure_load
 sleep "$BEFORE"
 T_FAIL=$EPOCHREALTIME
-kill -KILL "$PID_B"
-wait "$PID_B" 2>/dev/null || true
-forget "$PID_B"
+# shellcheck disable=SC2154 # set by start_node
+kill -KILL "$PID_b"
+wait "$PID_b" 2>/dev/null || true
+forget "$PID_b"
 sleep "$AWAY"
 T_BACK=$EPOCHREALTIME
-start_b
-wait_whole $((RUNTIME + 600))
-T_WHOLE=$WHOLE_AT
-wait "$FIO" || die "fio failed: $(tail -n 3 "$W/fio.err")"
-forget "$FIO"
-if [ -n "${RESULTS:-}" ]; then
-	mkdir -p "$RESULTS"
-	cp "$W"/load_iops.*.log "$W"/fio.json "$W"/tandem-*.log "$W/pair.ini" "$RESULTS"/ 2>/dev/null || true
-fi
+start_node b
+wait_is $((RUNTIME + 600)) "$WHOLE"
+T_WHOLE=$WHEN
+failure_end
 
-python3 - "$W" "$T0" "$T_FAIL" "$T_BACK" "${T_WHOLE:-}" "$RUNTIME" "$LINK" "$AWAY" <<'PY'
-import glob, json, statistics, sys
-w, t0, tf, tb, tw, runtime, link, away = sys.argv[1:]
+PYTHONPATH=bench python3 - "$W" "$T0" "$T_FAIL" "$T_BACK" "${T_WHOLE:-}" "$LINK" "$AWAY" <<'PY'
+import statistics, sys
+from failure_report import Report
+w, t0, tf, tb, tw, link, away = sys.argv[1:]
 t0, tf, tb = float(t0), float(tf), float(tb)
 tw = float(tw) if tw else None
-per = {}
-for f in glob.glob(f"{w}/load_iops.*.log"):
-    for line in open(f):
-        ms, v = line.split(",")[:2]
-        s = int(ms) // 1000
-        per[s] = per.get(s, 0) + int(v)  # reads and writes, each direction's file
-secs = sorted(per)
-def phase(a, b):
-    return [per[s] for s in secs if a <= s + 0.5 < b]
-rel = lambda t: t - t0
-before = phase(0, rel(tf))
-gone = phase(rel(tf), rel(tb))
-resync = phase(rel(tb), rel(tw)) if tw else phase(rel(tb), 1e9)
-after = phase(rel(tw), 1e9) if tw else []
-base = statistics.median(before) if before else 0
+r = Report(w, t0)
+rel = r.rel
 print(f"A failed host under load: fio 4k randrw 70/30 QD8 on a; b killed at {rel(tf):.1f} s, "
       f"back at {rel(tb):.1f} s; link {'unshaped' if link == '0' else link + ' Mbit/s'}")
-print("IOPS per second (reads + writes):")
-row = []
-for s in secs:
-    mark = ""
-    if int(rel(tf)) == s: mark = "<b dies"
-    if int(rel(tb)) == s: mark = "<b back"
-    if tw and int(rel(tw)) == s: mark = "<whole"
-    row.append(f"{s:3d}s {per[s]:6d} {mark:8s}")
-for i in range(0, len(row), 4):
-    print("  " + "  ".join(row[i:i + 4]))
-def line(name, v):
-    if not v:
-        return f"  {name:28s} -"
-    m = statistics.median(v)
-    return (f"  {name:28s} median {m:8.0f} IOPS  {m / base:5.2f} of before  "
-            f"(worst second {min(v):.0f}, {min(v) / base:.2f})")
-print(line("before", before))
-print(line(f"b away ({away} s)", gone))
-print(line("b back, resync", resync))
-print(line("after, whole", after))
-allv = gone + resync
-if allv and base:
-    print(f"  dip: worst second {min(allv) / base - 1:+.0%}, median while not whole "
-          f"{statistics.median(allv) / base - 1:+.0%} (vSAN, a failed host: -16% of TPS)")
+r.rows({tf: "<b dies", tb: "<b back", tw: "<whole"})
+allv = r.phases([("before", r.phase(0, rel(tf))),
+                 (f"b away ({away} s)", r.phase(rel(tf), rel(tb))),
+                 ("b back, resync", r.phase(rel(tb), rel(tw) if tw else 1e9)),
+                 ("after, whole", r.phase(rel(tw), 1e9) if tw else [])])
+if allv:
+    print(f"  dip: worst second {min(allv) / r.base - 1:+.0%}, median while not whole "
+          f"{statistics.median(allv) / r.base - 1:+.0%} (vSAN, a failed host: -16% of TPS)")
 if tw:
     print(f"  full redundancy {tw - tb:.1f} s after b returned, {tw - tf:.1f} s after it failed "
           f"(vSAN: 715 s to steady state)")

@@ -156,6 +156,13 @@ static bool demote_flushed(struct repl *r)
 		r->demote_flushing = false;
 		return true;
 	}
+	if (vol_disk_gone(r->v->disk)) {
+		/* nothing here to flush (the cleaner leaves a gone disk alone):
+		 * its extents are marked, as after a failed flush */
+		al_mark(r);
+		r->demote_flushing = false;
+		return true;
+	}
 	if (r->cleaning)
 		return false;
 	if (r->clean_failed) {
@@ -192,7 +199,8 @@ int repl_demote(struct repl *r, char *msg, size_t len)
 	if (handshaking(r))
 		return -EAGAIN;
 	v->demoting = true;
-	if (v->inflight || !demote_flushed(r))
+	/* P6: a fill stops first (its pieces in flight end) */
+	if (pull_stop(r) || v->inflight || !demote_flushed(r))
 		return -EAGAIN;
 	v->md->sb.flags &= ~TANDEM_MD_F_PRIMARY;
 	vol_md_write(v);
@@ -354,7 +362,8 @@ int repl_attach(struct repl *r, const char *path, char *msg, size_t len)
 		e = vol_attach(v, path, msg, len);
 		if (e)
 			return e;
-		return pull_start(r, path != NULL);
+		/* the old disk again: what changed; a new one (or memory): all */
+		return pull_start(r, path != NULL || !v->data_path[0]);
 	}
 	e = vol_attach(v, path, msg, len);
 	if (e)

@@ -140,6 +140,10 @@ static void read_sent(struct net_tx *tx, int err)
 	struct rconn *c = a->c;
 
 	(void)err;
+	c->apply_bytes -= a->io.len;
+	if (c->peer.net.rx_paused && c->apply_bytes < APPLY_MAX_BYTES / 2 && !c->aborted &&
+	    !c->cp_pending)
+		net_rx_resume(&c->peer.net);
 	bufpool_put(&c->r->pool, a->io.buf, a->io.len);
 	free(a);
 	net_peer_unref(&c->peer); /* apply_queue's reference */
@@ -157,6 +161,7 @@ static void read_answer(struct rconn *c, struct rapply *a)
 	a->io.rep.tx.iov[1].iov_len = a->io.len;
 	a->io.rep.tx.iovcnt = 2;
 	a->io.rep.tx.done = read_sent;
+	c->apply_bytes += a->io.len; /* held until sent: it bounds what reading takes */
 	net_send(&c->peer.net, &a->io.rep.tx);
 }
 

@@ -281,6 +281,7 @@ struct repl {
 	/* a disk attached to this primary, brought up to date by reading
 	 * from the peer (repl_pull.c, P1-P4) */
 	bool pulling, pull_flushing, pull_paused;
+	bool pull_resync;       /* P6: stopped by a demotion; a resync is to fill the disk */
 	unsigned pull_fg_reads; /* client reads through the peer in flight (the controller's) */
 	int pull_err;           /* a piece failed in this pass */
 	unsigned pull_inflight;
@@ -448,7 +449,10 @@ int msg_rdata(struct rconn *c, const struct repl_msg *m);
 /* repl_pull.c: a disk attached to a primary, filled from the peer (P1-P4) */
 bool repl_read_remote(const struct repl *r, uint64_t off, uint64_t len);
 int pull_start(struct repl *r, bool all);
-void pull_tick(struct repl *r);
+void pull_tick(struct repl *r);     /* (repl tick: a paused fill goes on) */
+void pull_kick_ctl(struct repl *r); /* (the controller's tick) */
+/* P6: a demotion ends the fill: 0 once none runs, -EAGAIN while pieces are out. */
+int pull_stop(struct repl *r);
 
 /* repl_async.c: the asynchronous stream (A1-A6) */
 bool ab_empty(const struct repl *r);

@@ -18,7 +18,11 @@
  *   P5. The resync controller (rsctl.h) paces it as it paces a resync:
  *       bytes in flight within its window (one piece at least), none new
  *       while it measures the foreground (client writes, and client reads
- *       through the peer). */
+ *       through the peer).
+ *   P6. Only a primary fills: a demotion waits until no piece is in flight
+ *       and ends the fill (the disk stays inconsistent, for a resync); a
+ *       piece whose data comes back after a role change is dropped, its
+ *       mark kept. A failed piece pauses the fill until the next tick. */
 #include "repl_int.h"
 
 #include <errno.h>
@@ -37,6 +41,12 @@ struct pull {
 };
 
 static void pull_kick(struct repl *r);
+
+/* Whether this node may go on filling (P6). */
+static bool pull_may(const struct repl *r)
+{
+	return r->pulling && r->v->role == VOL_PRIMARY && !vol_disk_gone(r->v->disk);
+}
 
 bool repl_read_remote(const struct repl *r, uint64_t off, uint64_t len)
 {
@@ -71,7 +81,7 @@ static void pull_written(struct vol_io *io, int res)
 {
 	struct pull *p = container_of(io, struct pull, io);
 
-	if (res == 0) {
+	if (res == 0 && pull_may(p->r)) {
 		bm_clear_oos(p->r->bm, io->off, io->len); /* P2 */
 		p->r->pull_bytes += io->len;
 	}
@@ -83,7 +93,7 @@ static void pull_read(struct vol_io *io, int res)
 	struct pull *p = container_of(io, struct pull, io);
 	struct repl *r = p->r;
 
-	if (res || !r->pulling || vol_disk_gone(r->v->disk)) {
+	if (res || !pull_may(r)) {
 		pull_end(p, res ? res : -ECANCELED);
 		return;
 	}
@@ -117,8 +127,10 @@ static void pull_flushed(struct vol_io *io, int res)
 	struct repl *r = container_of(io, struct repl, pull_flush);
 
 	r->pull_flushing = false;
-	if (res || !r->pulling || bm_oos_count(r->bm) || vol_disk_gone(r->v->disk)) {
-		pull_kick(r); /* a write came meanwhile, or the flush failed */
+	if (res && res != -EIO && res != -ENODEV && !vol_disk_gone(r->v->disk))
+		vol_disk_error(r->v, -res, "flush"); /* (an EIO did it already) */
+	if (res || !pull_may(r) || bm_oos_count(r->bm)) {
+		pull_kick(r); /* a write came meanwhile, or the disk failed */
 		return;
 	}
 	r->pulling = false;
@@ -132,13 +144,20 @@ static void pull_kick(struct repl *r)
 {
 	uint64_t g = bm_granularity(r->bm), nbits = bm_nbits(r->bm);
 
-	if (!r->pulling || r->pull_flushing || vol_disk_gone(r->v->disk))
+	if (r->pulling && !r->pull_inflight && !r->pull_flushing && !pull_may(r)) {
+		r->pulling = false; /* P6: demoted, or the new disk failed too */
+		r->pull_resync = r->v->role != VOL_PRIMARY;
+		log_warn("volume %s: filling the attached disk stopped: %s", r->v->name,
+			 r->v->role != VOL_PRIMARY ? "no longer primary" : "the disk failed");
+		return;
+	}
+	if (!pull_may(r) || r->pull_flushing || r->pull_paused)
 		return;
 	if (r->pull_err) {
 		if (r->pull_inflight)
 			return;
 		/* a piece failed (the peer went, or could not read): the next
-		 * tick tries again from the start */
+		 * tick tries again from the start (P6) */
 		log_warn("volume %s: copying to the attached disk paused: %s", r->v->name,
 			 strerror(-r->pull_err));
 		r->pull_err = 0;
@@ -190,14 +209,47 @@ static void pull_kick(struct repl *r)
 		r->pull_inflight++;
 		r->rs_bytes += p->io.len;
 		vol_lock(r->v, &p->lk); /* P1 (granted_cb may run inside) */
+		if (r->pull_err || r->pull_paused)
+			return; /* it failed at once: no retry inside this loop */
 	}
+}
+
+int pull_stop(struct repl *r)
+{
+	if (!r->pulling)
+		return 0;
+	r->pull_paused = true; /* nothing new (P6) */
+	if (r->pull_inflight || r->pull_flushing)
+		return -EAGAIN;
+	r->pulling = false;
+	r->pull_paused = false;
+	r->pull_resync = true; /* P6: once secondary, a resync fills it */
+	log_warn("volume %s: filling the attached disk stopped for the role change; the disk "
+		 "stays inconsistent",
+		 r->v->name);
+	return 0;
+}
+
+void pull_kick_ctl(struct repl *r)
+{
+	pull_kick(r);
 }
 
 void pull_tick(struct repl *r)
 {
+	if (r->pull_resync && r->v->role == VOL_SECONDARY && r->conn &&
+	    r->rstate == RR_ESTABLISHED && r->have_peer && r->peer.role == REPL_ROLE_PRIMARY) {
+		/* P6: a handshake with the new primary makes this disk its
+		 * sync target */
+		r->pull_resync = false;
+		conn_fail(r->conn,
+			  "the disk here is inconsistent (its fill stopped): resyncing it");
+		return;
+	}
 	if (!r->pulling)
 		return;
-	r->pull_paused = false;
+	if (r->v->role == VOL_PRIMARY && !r->v->demoting)
+		r->pull_paused = false;
 	pull_kick(r);
 }
 

@@ -57,7 +57,7 @@ void ctl_tick(struct ev_timer *t)
 		       !list_empty(&r->inflight) || r->pull_fg_reads);
 	ev_timer_arm(r->ev, &r->ctl_timer, RSCTL_INTERVAL_NS);
 	if (r->pulling)
-		pull_tick(r);
+		pull_kick_ctl(r);
 	else
 		rs_pump(r);
 }

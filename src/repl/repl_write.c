@@ -98,6 +98,11 @@ static void fg_finish(struct repl *r, struct vol_io *io)
 		io->rep.lres = 0;
 	if (io->rep.lres == -ENODEV)
 		io->rep.lres = -EIO; /* (what a client is told) */
+	/* P3: a disk being filled is no copy of its own: what the peer did
+	 * not take is not done (its region is marked: the fill and the reads
+	 * take the peer's) */
+	if (r->pulling && !io->rep.peer_ok && io->rep.lres == 0)
+		io->rep.lres = -EIO;
 	if (!quorum_hold(r, io)) /* Q1 */
 		vol_complete(io, io->rep.lres);
 	fg_unblock(r);

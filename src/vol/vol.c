@@ -635,7 +635,6 @@ static bool split_submit(struct vol *v, struct vol_io *io)
 void vol_submit(struct vol *v, struct vol_io *io)
 {
 	io->lease_t0 = 0;
-	io->from_peer = false;
 	if (v->repl_ops && (io->type == BS_TRIM || io->type == BS_ZERO) && io->len > SPLIT_MAX &&
 	    split_submit(v, io))
 		return;
@@ -646,6 +645,7 @@ void vol_submit(struct vol *v, struct vol_io *io)
 static void submit(struct vol *v, struct vol_io *io, uint64_t again)
 {
 	io->vol = v;
+	io->from_peer = false; /* (a read after the lease came back starts over) */
 	io->tracked = false; /* before any early completion reads it */
 	v->inflight++;
 	if (v->role != VOL_PRIMARY || v->demoting) {

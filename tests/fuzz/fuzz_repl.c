@@ -59,7 +59,9 @@ static size_t fixed_size(uint16_t type)
 	case REPL_TRIM:
 	case REPL_ZERO:
 	case REPL_RS_ZERO:
-	case REPL_CSUM: return sizeof(struct repl_io);
+	case REPL_CSUM:
+	case REPL_READ:
+	case REPL_RDATA: return sizeof(struct repl_io);
 	case REPL_FLUSH: return sizeof(struct repl_flush);
 	case REPL_ACK: return sizeof(struct repl_ack);
 	case REPL_PING:
@@ -89,7 +91,9 @@ static void check_fields(const struct repl_msg *m, const uint8_t *body, uint32_t
 	} else {
 		CHECK(m->var_len == 0);
 	}
-	if (m->type != REPL_WRITE && m->type != REPL_RS_DATA) {
+	if (m->type == REPL_RDATA) { /* its data follows, never compressed */
+		CHECK(need == sizeof(struct repl_io) && m->hflags == 0);
+	} else if (m->type != REPL_WRITE && m->type != REPL_RS_DATA) {
 		CHECK(m->data_len == 0);
 		CHECK(need == m->len);
 		CHECK(m->hflags == 0);
@@ -143,7 +147,9 @@ static void check_fields(const struct repl_msg *m, const uint8_t *body, uint32_t
 	case REPL_TRIM:
 	case REPL_ZERO:
 	case REPL_RS_ZERO:
-	case REPL_CSUM: {
+	case REPL_CSUM:
+	case REPL_READ:
+	case REPL_RDATA: {
 		const struct repl_io *io = &m->u.io;
 		CHECK(io->seq != 0);
 		CHECK(io->len > 0 && io->len % 512 == 0 && io->off % 512 == 0);
@@ -161,10 +167,17 @@ static void check_fields(const struct repl_msg *m, const uint8_t *body, uint32_t
 		} else if (m->type == REPL_CSUM) {
 			/* the receiver reads io->len bytes to compare */
 			CHECK(m->len == sizeof(struct repl_csum) && io->len <= REPL_MAX_DATA);
+		} else if (m->type == REPL_RDATA) {
+			/* received straight into a buffer of io->len bytes */
+			CHECK(io->len <= REPL_MAX_DATA && m->data_len == io->len);
+			CHECK(m->len == sizeof(*io) + m->data_len);
+		} else if (m->type == REPL_READ) {
+			CHECK(m->len == sizeof(*io) && io->len <= REPL_MAX_DATA);
 		} else {
 			CHECK(m->len == sizeof(*io));
 		}
-		if (m->type == REPL_RS_DATA || m->type == REPL_RS_ZERO || m->type == REPL_CSUM)
+		if (m->type == REPL_RS_DATA || m->type == REPL_RS_ZERO || m->type == REPL_CSUM ||
+		    m->type == REPL_READ || m->type == REPL_RDATA)
 			CHECK(io->flags == 0);
 		break;
 	}
@@ -224,7 +237,9 @@ static size_t reencode(const struct repl_msg *m, uint8_t *out)
 		return n;
 	case REPL_TRIM:
 	case REPL_ZERO:
-	case REPL_RS_ZERO: return repl_enc_io(out, m->type, &m->u.io);
+	case REPL_RS_ZERO:
+	case REPL_READ:
+	case REPL_RDATA: return repl_enc_io(out, m->type, &m->u.io);
 	case REPL_CSUM: return repl_enc_csum(out, &m->u.io, m->digest);
 	case REPL_FLUSH: return repl_enc_flush(out, m->u.flush.seq);
 	case REPL_ACK:

@@ -11,6 +11,11 @@
 #     the link is cut during the copy: the copy pauses and a's requests
 #     fail; the link returns: the copy resumes by itself and ends, a's
 #     new disk up to date and identical to b's.
+#  4. a's new disk fails too; a third disk is attached over the slow link
+#     and a switchover to b is asked during the copy: a stops copying once
+#     its pieces in flight are done, b becomes primary, a secondary; a's
+#     disk is then resynced from b like any inconsistent secondary, and the
+#     replicas end identical.
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 # shellcheck source=lib2.sh
@@ -71,6 +76,23 @@ IMG_A=$T/a/new.img compare_replicas
 fio "${fio_args[@]}" --verify_only >"$T/fio3.out" 2>&1 ||
 	fail "fio's verify pass over a's new disk: $(cat "$T/fio3.out")"
 log "the copy resumed and ended: a's new disk is identical to b's"
+
+# 4. a switchover in the middle of a copy
+ctl_on a inject vol0 write || fail "inject refused"
+qemu-io -f raw "$(uri a)" -c "write -P 0x77 40M 1M" >"$T/w4.out" 2>&1 || fail "write: $(cat "$T/w4.out")"
+wait_for a "v['disk'] == 'diskless'" 10
+link ab delay 50
+ctl_on a attach vol0 --disk "$T/a/third.img" || fail "attach of a third disk failed"
+wait_for a "p['replication'] == 'synctarget'" 10
+sleep 0.5
+ctl_on a switchover vol0 || fail "switchover during the copy failed"
+wait_for b "v['role'] == 'primary'" 20
+wait_for a "v['role'] == 'secondary'" 20
+this_run a | grep -q "filling the attached disk stopped" || fail "a does not say it stopped copying"
+link ab delay 0
+wait_for a "v['disk'] == 'uptodate'" 90
+IMG_A=$T/a/third.img compare_replicas
+log "switchover during a copy: b primary, a's third disk resynced from b, replicas identical"
 stop a
 stop b
 kill_witness TERM
