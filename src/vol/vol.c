@@ -530,10 +530,11 @@ static void lease_poll(struct ev_timer *t)
 		ev_timer_arm(v->ev, &v->lease_timer, LEASE_POLL_NS);
 }
 
-/* V5: a read's data counts only if the lease held when it came back (and
- * the node is still primary: one that stepped down meanwhile refuses it). */
 static void read_peer(struct vol *v, struct vol_io *io);
 
+/* V5: a read's data counts only if the lease held when it came back (and
+ * the node is still primary: one that stepped down meanwhile refuses it).
+ * D1: one the local store failed is read from the peer. */
 static void read_done(struct vol_io *io, int res)
 {
 	struct vol *v = io->vol;
