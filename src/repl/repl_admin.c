@@ -620,10 +620,15 @@ int repl_switchover(struct repl *r, const char *to, char *msg, size_t len)
 		r->sw_target = 0;
 		return 0; /* done (or nothing to do) */
 	}
-	if (!to_self && v->role == VOL_SECONDARY && r->have_peer &&
-	    r->peer.role == REPL_ROLE_PRIMARY && peer_ready(r)) {
+	if (!to_self && v->role == VOL_SECONDARY &&
+	    ((r->have_peer && r->peer.role == REPL_ROLE_PRIMARY && peer_ready(r)) ||
+	     (r->sw_done_ns && ev_now(r->ev) - r->sw_done_ns < SW_MAX_NS))) {
+		/* done; also when the link dropped right after the peer took
+		 * over (a disk left inconsistent by a stopped fill reconnects
+		 * at once to be resynced, P6) */
 		r->sw_sent = 0;
 		r->sw_target = 0;
+		r->sw_done_ns = 0;
 		return 0;
 	}
 	if (!peer_ready(r) || r->rstate != RR_ESTABLISHED) {

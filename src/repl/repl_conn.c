@@ -608,6 +608,19 @@ void tick(struct ev_timer *t)
 	if (r->probe.busy && now - r->probe_t0 > r->timeout_ns)
 		net_dial_cancel(&r->probe); /* no answer: says nothing */
 
+	/* A tick much later than its period means this node's own loop was
+	 * held up (a metadata write to a slow disk): pings were not sent
+	 * meanwhile, so the peer's silence says nothing yet. Its clock starts
+	 * again now, with a ping. */
+	uint64_t gap = r->tick_ns ? now - r->tick_ns : 0;
+	r->tick_ns = now;
+	if (c && !c->aborted && gap > period && c->last_rx_ns) {
+		log_info("volume %s: this node did not run for %.1f s: %s gets a new %.1f s to "
+			 "answer",
+			 r->v->name, (double)gap / 1e9, c->peer_node, (double)r->timeout_ns / 1e9);
+		c->last_rx_ns = now;
+		r->last_ping_ns = 0;
+	}
 	if (c && !c->aborted) {
 		/* R12: while this node does not read (its apply limit), the
 		 * peer's messages wait in the socket: progress is then its own

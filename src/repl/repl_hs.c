@@ -505,6 +505,8 @@ static int run_state(struct rconn *c, const struct repl_msg *m)
 	if (was_primary != (r->peer.role == REPL_ROLE_PRIMARY)) {
 		log_info("volume %s: %s is now %s", r->v->name, c->peer_node,
 			 r->peer.role == REPL_ROLE_PRIMARY ? "primary" : "secondary");
+		if (r->sw_sent == REPL_SW_PROMOTE && r->peer.role == REPL_ROLE_PRIMARY)
+			r->sw_done_ns = ev_now(r->ev); /* the switchover asked here is done */
 		quorum_peer_role(r);
 	} else {
 		quorum_kick(r); /* its disk state: the witness hears of it at once */

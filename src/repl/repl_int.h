@@ -198,6 +198,7 @@ struct repl {
 	/* keepalive and cleaner */
 	struct ev_timer tick;
 	uint64_t last_ping_ns, last_clean_ns, last_progress_ns, ping_cookie;
+	uint64_t tick_ns; /* when tick() last ran: a late one means a stall here */
 	uint64_t *busy;
 	bool cleaning, clean_failed, demote_flushing;
 	unsigned clean_parts;
@@ -251,6 +252,8 @@ struct repl {
 	uint8_t sw_sent;          /* what this node asked of the peer; 0 nothing */
 	uint8_t sw_target;        /* a switchover without a node named: 1 this node, 2 the peer */
 	uint64_t sw_t0;           /* ... decided then (a later command decides again) */
+	uint64_t sw_done_ns;      /* when the peer took over as this node asked (the
+				link may drop right after: tandemctl still hears of it) */
 	struct ev_timer sw_timer; /* polls the asked step */
 	/* the lease (repl_lease.c, docs/WITNESS.md L1-L6); times CLOCK_BOOTTIME */
 	uint64_t lease_dur_ns;
