@@ -2,6 +2,7 @@
  * either area are the unit of writing; a flush writes every dirty page, then
  * fdatasyncs, and wakes the waiters queued before it started (group commit).
  * Page numbers: [0, al_pages) are AL pages, the rest bitmap pages. */
+#include "../common/crash.h"
 #include "bitmap.h"
 
 #include <errno.h>
@@ -26,6 +27,7 @@ struct bm_pop {
 struct bm {
 	struct ev_loop *ev;
 	int fd;
+	struct crash_hook *const *crash; /* tests: the metadata file's crash hook */
 	uint64_t file_off, al_off;
 	uint64_t size, nbits, nwords, bm_pages;
 	uint64_t al_words, al_pages, npages;
@@ -58,6 +60,11 @@ uint64_t bm_bytes_on_disk(uint64_t size, uint32_t granularity)
 {
 	uint64_t bits = (size + granularity - 1) / granularity;
 	return ALIGN_UP((bits + 63) / 64 * 8, PAGE);
+}
+
+void bm_set_crash(struct bm *bm, struct crash_hook *const *hook)
+{
+	bm->crash = hook;
 }
 
 uint32_t bm_granularity(const struct bm *bm)
@@ -641,6 +648,9 @@ static void flush_start(struct bm *bm)
 		bm->pstate[p] = P_FLUSHING;
 		if (p < bm->al_pages)
 			memcpy(bm->al_snap + p * WORDS_PER_PAGE, page_mem(bm, p), PAGE);
+		if (bm->crash)
+			crash_point(*bm->crash, "bitmap page write", bm->fd, page_mem(bm, p), PAGE,
+				    page_off(bm, p));
 		bm->pops[p].bm = bm;
 		bm->pops[p].op.cb = write_cb;
 		io_uring_prep_write(ev_sqe(bm->ev, &bm->pops[p].op), bm->fd, page_mem(bm, p), PAGE,
@@ -678,6 +688,9 @@ static int write_pages(struct bm *bm)
 	for (uint64_t p = 0; p < bm->npages; p++) {
 		if (bm->pstate[p] == P_CLEAN)
 			continue;
+		if (bm->crash)
+			crash_point(*bm->crash, "bitmap page write", bm->fd, page_mem(bm, p), PAGE,
+				    page_off(bm, p));
 		if (pwrite(bm->fd, page_mem(bm, p), PAGE, (off_t)page_off(bm, p)) != (ssize_t)PAGE)
 			return -EIO;
 		bm->pstate[p] = P_CLEAN;

@@ -58,6 +58,10 @@ struct bm;
  * AL does not fit in al_bytes. */
 int bm_open(struct ev_loop *ev, int fd, uint64_t al_off, uint64_t al_bytes, uint64_t off,
 	    uint64_t size, uint32_t granularity, bool load, bool crashed, struct bm **out);
+struct crash_hook;
+/* Tests: *hook (the metadata file's, which may change) is a crash point
+ * before each page write. */
+void bm_set_crash(struct bm *bm, struct crash_hook *const *hook);
 /* Flushes nothing; waiters must be gone (bm_busy() false). NULL is a no-op. */
 void bm_free(struct bm *bm);
 

@@ -95,6 +95,16 @@ int bs_ram_open(struct ev_loop *ev, uint64_t size, struct bs **out);
 int bs_fault_open(struct bs *inner, enum bs_op type, unsigned fail_nth, bool sticky, int err,
 		  struct bs **out);
 
+struct crash_hook;
+enum { BS_CRASH_ANY = 0, BS_CRASH_WRITE, BS_CRASH_FLUSH, BS_CRASH_META };
+/* Wraps inner (a file at path) as a disk with a volatile write cache that
+ * crashes at crash point number crash_at (1-based) of the kind given (data
+ * writes, flushes, the metadata writers' points through *hook, or any),
+ * leaving a prefix of the cached writes and a torn one, drawn from seed
+ * (bs_crash.c). Takes inner. -EOPNOTSUPP without a path (RAM). Tests only. */
+int bs_crash_open(struct bs *inner, const char *path, const char *name, uint64_t seed, int kind,
+		  unsigned crash_at, struct bs **out, struct crash_hook **hook);
+
 static inline void bs_submit(struct bs *bs, struct bs_io *io)
 {
 	io->bs = bs;

@@ -482,6 +482,8 @@ static void run_command(struct ctl_conn *c, int argc, char **argv)
 		struct vol *v = find(s, argv[1]);
 		char msg[256] = "";
 		unsigned after = 0;
+		unsigned long long seed = 1;
+		int kind = BS_CRASH_ANY;
 		int err = EIO, r;
 		bool once = false;
 		if (!v) {
@@ -501,6 +503,19 @@ static void run_command(struct ctl_conn *c, int argc, char **argv)
 				once = true;
 			} else if (strcmp(argv[i], "--after") == 0 && i + 1 < argc) {
 				after = (unsigned)strtoul(argv[++i], NULL, 10);
+			} else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
+				seed = strtoull(argv[++i], NULL, 10);
+			} else if (strcmp(argv[i], "--at") == 0 && i + 1 < argc) {
+				i++;
+				kind = !strcmp(argv[i], "write")   ? BS_CRASH_WRITE
+				       : !strcmp(argv[i], "flush") ? BS_CRASH_FLUSH
+				       : !strcmp(argv[i], "meta")  ? BS_CRASH_META
+				       : !strcmp(argv[i], "any")   ? BS_CRASH_ANY
+								   : -1;
+				if (kind < 0) {
+					out_add(c, "error --at is write, flush, meta or any\n");
+					return;
+				}
 			} else if (strcmp(argv[i], "--errno") == 0 && i + 1 < argc) {
 				i++;
 				err = !strcmp(argv[i], "EIO")      ? EIO
@@ -512,11 +527,15 @@ static void run_command(struct ctl_conn *c, int argc, char **argv)
 				}
 			} else {
 				out_add(c, "error usage: inject VOLUME read|write|flush|trim|zero "
-					   "[--after N] [--errno EIO|ENOSPC] [--once]\n");
+					   "[--after N] [--errno EIO|ENOSPC] [--once], or inject "
+					   "VOLUME crash [--after N] [--seed S] [--at "
+					   "write|flush|meta|any]\n");
 				return;
 			}
 		}
-		r = vol_inject(v, argv[2], after, err, once, msg, sizeof(msg));
+		r = strcmp(argv[2], "crash")
+			    ? vol_inject(v, argv[2], after, err, once, msg, sizeof(msg))
+			    : vol_inject_crash(v, kind, after, seed, msg, sizeof(msg));
 		if (r)
 			out_add(c, "error %s\n", msg);
 		else

@@ -1,6 +1,7 @@
 /* Superblock codec and the crash-safe metadata file (see include/proto/ondisk.h
  * for the layout and the two-slot rule). Writes are synchronous: they happen on
  * role and state changes, never per I/O. */
+#include "../common/crash.h"
 #include "md.h"
 
 #include <endian.h>
@@ -106,6 +107,8 @@ static int write_slot(struct md *md, unsigned slot)
 	ssize_t n;
 
 	md_encode(&md->sb, buf);
+	crash_point(md->crash, "superblock write", md->fd, buf, sizeof(buf),
+		    (uint64_t)slot * TANDEM_MD_SLOT_SIZE);
 	n = pwrite(md->fd, buf, sizeof(buf), (off_t)slot * TANDEM_MD_SLOT_SIZE);
 	if (n < 0)
 		return -errno;
@@ -307,6 +310,8 @@ int md_meta_write(struct md *md, const uint8_t *buf, size_t len)
 	h.crc = htole32(meta_crc(&h, buf, (uint32_t)len));
 	memcpy(img, &h, sizeof(h));
 	memcpy(img + sizeof(h), buf, len);
+	crash_point(md->crash, "attribute write", md->fd, img, total,
+		    (uint64_t)TANDEM_MD_META_OFFSET + (uint64_t)slot * TANDEM_MD_META_SLOT);
 	n = pwrite(md->fd, img, total, (off_t)TANDEM_MD_META_OFFSET + (off_t)slot * TANDEM_MD_META_SLOT);
 	free(img);
 	if (n < 0)

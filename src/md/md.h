@@ -31,6 +31,7 @@ struct md_sb {
 void md_encode(const struct md_sb *sb, uint8_t out[TANDEM_MD_SLOT_SIZE]);
 int md_decode(const uint8_t in[TANDEM_MD_SLOT_SIZE], struct md_sb *sb);
 
+struct crash_hook;
 struct md {
 	int fd;
 	struct md_sb sb;
@@ -38,6 +39,7 @@ struct md {
 	bool created;  /* made by this open */
 	uint64_t meta_seq;   /* newest attribute slot's seq (0: none) */
 	unsigned meta_slot;  /* and where it is */
+	struct crash_hook *crash; /* tests: a simulated crash before each write */
 };
 
 /* Opens path; when it holds no valid superblock and is empty, creates one from

@@ -255,6 +255,7 @@ int repl_new(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned se
 		free(r);
 		return rc;
 	}
+	bm_set_crash(r->bm, &v->md->crash);
 	r->slots = calloc(NSLOTS, sizeof(*r->slots));
 	r->busy = calloc(bm_words(r->bm), 8);
 	r->drain_touched = calloc(bm_words(r->bm), 8);

@@ -772,6 +772,33 @@ int vol_attach(struct vol *v, const char *path, char *msg, size_t len)
 	return 0;
 }
 
+int vol_inject_crash(struct vol *v, int kind, unsigned after, uint64_t seed, char *msg, size_t len)
+{
+	struct crash_hook *hook;
+	struct bs *nb;
+	int r;
+
+	if (vol_disk_gone(v->disk)) {
+		snprintf(msg, len, "volume %s: the disk is %s", v->name, vol_disk_name(v->disk));
+		return -ENODEV;
+	}
+	static const char *const kinds[] = { "crash point", "data write", "data flush",
+					     "metadata write" };
+
+	r = bs_crash_open(v->bs, v->data_path, v->name, seed, kind, after + 1, &nb, &hook);
+	if (r) {
+		snprintf(msg, len, "volume %s: %s", v->name,
+			 r == -EOPNOTSUPP ? "a RAM store cannot crash" : strerror(-r));
+		return r;
+	}
+	v->bs = nb;
+	v->md->crash = hook;
+	log_warn("volume %s: crash simulation: the node dies at %s number %u from now "
+		 "(seed %llu)",
+		 v->name, kinds[kind], after + 1, (unsigned long long)seed);
+	return 0;
+}
+
 int vol_inject(struct vol *v, const char *op, unsigned after, int err, bool once, char *msg,
 	       size_t len)
 {

@@ -272,6 +272,12 @@ void vol_slow_watch(struct vol *v, unsigned limit_ms, unsigned need_s,
  * 0, or -errno with why in msg. */
 int vol_inject(struct vol *v, const char *op, unsigned after, int err, bool once, char *msg,
 	       size_t len);
+/* Crash simulation (`tandemctl inject VOLUME crash`, src/bs/bs_crash.c): from
+ * now the store plays a disk with a volatile cache, and at crash point number
+ * after + 1 of kind (BS_CRASH_*: data writes, flushes, metadata writes, or
+ * any) the node dies leaving what a power loss could have left, drawn from
+ * seed. */
+int vol_inject_crash(struct vol *v, int kind, unsigned after, uint64_t seed, char *msg, size_t len);
 int vol_open(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned ni, struct vol **out,
 	     char *err, size_t errlen);
 void vol_close(struct vol *v); /* NULL is a no-op; marks metadata clean */

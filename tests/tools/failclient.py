@@ -29,7 +29,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from nbdclient import connect, recvall  # noqa: E402
+from nbdclient import Conn  # noqa: E402
 
 
 SALT = b""
@@ -77,23 +77,6 @@ class IscsiConn:
                 continue  # unit attention: once more
             raise IOError("status 0x%02x sense %s" % (st, k))
         raise IOError("unit attentions without end")
-
-
-class Conn:
-    def __init__(self, host, port, timeout=30):
-        self.s, _ = connect(host, port, timeout=min(2, timeout))
-        self.s.settimeout(timeout)
-        self.h = 0
-
-    def req(self, cmd, off, length, data=b""):
-        self.h += 1
-        self.s.sendall(struct.pack(">IHHQQI", 0x25609513, 0, cmd, self.h, off, length) + data)
-        magic, err, rh = struct.unpack(">IIQ", recvall(self.s, 16))
-        if magic != 0x67446698 or rh != self.h:
-            raise ConnectionError("bad reply")
-        if err:
-            raise IOError("NBD error %d" % err)
-        return recvall(self.s, length) if cmd == 0 else None
 
 
 def write(a):

@@ -35,3 +35,22 @@ def connect(host, port, name=b"vol0", timeout=120):
             raise ConnectionError("NBD_OPT_GO refused: type %x %r" % (rtype, body[4:]))
         if rtype == 3 and struct.unpack(">H", body[:2])[0] == 0:
             size = struct.unpack(">Q", body[2:10])[0]
+
+
+class Conn:
+    """One export, one request at a time: req(cmd, off, length, data)."""
+
+    def __init__(self, host, port, timeout=30):
+        self.s, _ = connect(host, port, timeout=min(2, timeout))
+        self.s.settimeout(timeout)
+        self.h = 0
+
+    def req(self, cmd, off, length, data=b""):
+        self.h += 1
+        self.s.sendall(struct.pack(">IHHQQI", 0x25609513, 0, cmd, self.h, off, length) + data)
+        magic, err, rh = struct.unpack(">IIQ", recvall(self.s, 16))
+        if magic != 0x67446698 or rh != self.h:
+            raise ConnectionError("bad reply")
+        if err:
+            raise IOError("NBD error %d" % err)
+        return recvall(self.s, length) if cmd == 0 else None

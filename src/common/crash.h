@@ -1,0 +1,26 @@
+/* A crash point: a place where a simulated power loss may strike (tests only;
+ * `tandemctl inject VOLUME crash`, src/bs/bs_crash.c). The metadata writers
+ * (src/md, src/bm) call it before each write of theirs; when the point is the
+ * chosen one, it leaves what a real crash could have left of that write (a
+ * torn subset of its sectors), of the unflushed data writes, and kills the
+ * process. Otherwise it returns and the write goes on as usual. */
+#ifndef TANDEM_CRASH_H
+#define TANDEM_CRASH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct crash_hook {
+	void (*point)(struct crash_hook *h, const char *what, int fd, const void *buf, size_t len,
+		      uint64_t off);
+};
+
+/* h may be NULL (no crash simulation): nothing happens. */
+static inline void crash_point(struct crash_hook *h, const char *what, int fd, const void *buf,
+			       size_t len, uint64_t off)
+{
+	if (h)
+		h->point(h, what, fd, buf, len, off);
+}
+
+#endif

@@ -1,0 +1,318 @@
+#!/usr/bin/env python3
+"""checker: a stamped-block consistency checker over NBD or iSCSI.
+
+  checker.py run --nodes H:P[,H:P...] [--iqn IQN] --blocks N --state FILE
+                 [--bs 4096] [--first B] [--seed S] [--count N] [--stop FILE]
+                 [--flush-every K] [--timeout S] [--give-up S] [--rate R]
+                 [--resume]
+      Overwrites blocks chosen at random among N (from block B), one request in
+      flight. Every write carries a stamp: (block, version, checksum), the
+      version counting the writes to that block. A write counts as attempted
+      when sent and acknowledged when its reply came back. When a request
+      fails or its node stops answering (--timeout, default 10 s), the
+      checker tries the nodes in turn and sends the same write again: it
+      survives reconnects and failovers. It gives up after --give-up s
+      (default 90) without an acknowledgement and exits 2. Every K writes it
+      also sends a flush (NBD FLUSH; SCSI SYNCHRONIZE CACHE). It ends after
+      --count writes or once --stop FILE exists, and keeps FILE (JSON: the
+      acknowledged and attempted version of each block, the counts, the
+      gaps) up to date twice a second and at the end. With --resume it goes
+      on from the versions FILE holds (a later round on the same blocks).
+  checker.py verify --state FILE [--nodes H:P[,H:P...] [--iqn IQN]] [--flushed]
+                    [IMAGE...]
+      Reads every block through each node given and from each image (a data
+      area) and checks that it holds its last acknowledged version or a
+      later attempted one, whole (zeros only if no write to it was ever
+      acknowledged). With --flushed, the last version acknowledged before
+      the last acknowledged flush is enough, and a block may be torn: each
+      of its 512-byte sectors from one of the versions allowed (what a crash
+      of the only copy may leave). Exit 1 on any other content; prints the
+      counts.
+Python 3 standard library only (iSCSI through tests/integration's
+iscsi_initiator.py, as failclient.py does).
+"""
+import argparse
+import hashlib
+import json
+import os
+import random
+import signal
+import struct
+import sys
+import time
+import zlib
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nbdclient import Conn  # noqa: E402
+
+MAGIC = b"TNDMCHK1"
+
+
+def stamp(block, version, bs):
+    head = struct.pack("<8sQQ", MAGIC, block, version)
+    seed = hashlib.sha256(head).digest()
+    body = (head + seed * (bs // len(seed) + 1))[:bs - 4]
+    return body + struct.pack("<I", zlib.crc32(body))
+
+
+def unstamp(data, bs):
+    """(block, version) of a whole stamped block, 'zero', or None."""
+    if data == bytes(bs):
+        return "zero"
+    if len(data) != bs or data[:8] != MAGIC:
+        return None
+    if struct.unpack("<I", data[-4:])[0] != zlib.crc32(data[:-4]):
+        return None
+    _, block, version = struct.unpack("<8sQQ", data[:24])
+    return block, version
+
+
+class Iscsi:
+    """WRITE(10) / READ(10) / SYNCHRONIZE CACHE(10) on one session."""
+
+    def __init__(self, host, port, iqn, timeout):
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                        "..", "integration"))
+        import iscsi_initiator as ii
+        self.ii = ii
+        ii.CONNECT_TIMEOUT = min(5, timeout)
+        try:
+            # (the portals of the tests are on loopback: the host is not used)
+            self.sess = ii.Session(port, iqn, initiator="iqn.2026-12.test:checker")
+        except SystemExit:
+            raise ConnectionError("login failed")
+        if self.sess.login_status != (0, 0):
+            raise ConnectionError("login refused")
+        self.sess.s.settimeout(timeout)
+
+    def close(self):
+        try:
+            self.sess.s.close()
+        except Exception:
+            pass
+
+    def req(self, cmd, off, length, data=b""):
+        if cmd == 3:
+            cdb = struct.pack(">BBIBHB", 0x35, 0, 0, 0, 0, 0)
+        else:
+            cdb = struct.pack(">BBIBHB", 0x2a if cmd == 1 else 0x28, 0, off // 512, 0,
+                              length // 512, 0)
+        for _ in range(8):
+            try:
+                if cmd == 1:
+                    st, _, sense, _ = self.sess.cmd(cdb, edtl=length, data=data)
+                elif cmd == 3:
+                    st, _, sense, _ = self.sess.cmd(cdb, edtl=0)
+                else:
+                    st, rd, sense, _ = self.sess.cmd(cdb, edtl=length, read=True)
+            except SystemExit:
+                raise ConnectionError("session failed")
+            k = self.ii.sense_key(sense) if st else None
+            if st == 0:
+                return rd if cmd == 0 else None
+            if k and k[0] == 6:
+                continue  # unit attention: once more
+            raise IOError("status 0x%02x sense %s" % (st, k))
+        raise IOError("unit attentions without end")
+
+
+class Nbd(Conn):
+    def close(self):
+        try:
+            self.s.close()
+        except Exception:
+            pass
+
+
+def nodes_of(arg):
+    return [(h, int(p)) for h, p in (x.rsplit(":", 1) for x in arg.split(","))]
+
+
+def connect(node, iqn, timeout):
+    return Iscsi(node[0], node[1], iqn, timeout) if iqn else Nbd(node[0], node[1], timeout)
+
+
+def save(path, st):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(st, f)
+    os.replace(tmp, path)
+
+
+def run(a):
+    nodes = nodes_of(a.nodes)
+    rng = random.Random(a.seed)
+    st = {"bs": a.bs, "blocks": a.blocks, "first": a.first, "acked": [0] * a.blocks,
+          "attempted": [0] * a.blocks, "durable": [0] * a.blocks, "writes": 0, "flushes": 0, "reconnects": 0,
+          "gaps": [], "seed": a.seed}
+    if a.resume and os.path.exists(a.state):
+        old = json.load(open(a.state))
+        if (old["bs"], old["blocks"], old.get("first", 0)) != (a.bs, a.blocks, a.first):
+            sys.exit("checker: %s is for other blocks" % a.state)
+        for k in ("acked", "attempted", "durable", "writes", "flushes", "reconnects", "gaps"):
+            st[k] = old[k]
+    stop = {"now": False}
+    signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
+    conn, cur, t_fail, last_save = None, 0, None, 0.0
+    t0 = time.monotonic()
+    pending = None  # (kind, block, version)
+    while True:
+        if pending is None:
+            if stop["now"] or st["writes"] >= a.count or (a.stop and os.path.exists(a.stop)):
+                break
+            if a.flush_every and st["writes"] and st["writes"] % a.flush_every == 0 \
+                    and st["flushes"] < st["writes"] // a.flush_every:
+                pending = ("flush", 0, 0)
+            else:
+                b = rng.randrange(a.blocks)
+                v = st["attempted"][b] + 1
+                st["attempted"][b] = v
+                pending = ("write", b, v)
+        if pending[0] == "write" and conn is None and (
+                stop["now"] or (a.stop and os.path.exists(a.stop))):
+            break  # told to stop while no node answers: the write stays attempted
+        now = time.monotonic()
+        if now - last_save > 0.5:
+            save(a.state, st)
+            last_save = now
+        if t_fail is not None and now - t_fail > a.give_up:
+            save(a.state, st)
+            print("checker: no node acknowledged a write for %.0f s" % a.give_up,
+                  file=sys.stderr)
+            sys.exit(2)
+        if conn is None:
+            try:
+                conn = connect(nodes[cur], a.iqn, a.timeout)
+            except Exception:
+                conn = None
+                if t_fail is None:
+                    t_fail = now
+                cur = (cur + 1) % len(nodes)
+                time.sleep(0.05)
+                continue
+        kind, b, v = pending
+        try:
+            if a.rate:
+                ahead = t0 + st["writes"] / a.rate - time.monotonic()
+                if ahead > 0:
+                    time.sleep(ahead)
+            if kind == "flush":
+                conn.req(3, 0, 0)
+            else:
+                conn.req(1, (a.first + b) * a.bs, a.bs, stamp(a.first + b, v, a.bs))
+        except Exception:
+            conn.close()
+            conn = None
+            st["reconnects"] += 1
+            if t_fail is None:
+                t_fail = time.monotonic()
+            cur = (cur + 1) % len(nodes)
+            time.sleep(0.05)
+            continue
+        if t_fail is not None:
+            t = time.monotonic()
+            st["gaps"].append({"seconds": round(t - t_fail, 3), "node": "%s:%d" % nodes[cur]})
+            t_fail = None
+        if kind == "flush":
+            st["flushes"] += 1
+            st["durable"] = list(st["acked"])
+        else:
+            st["acked"][b] = v
+            st["writes"] += 1
+        pending = None
+    if conn:
+        conn.close()
+    save(a.state, st)
+    print(json.dumps({k: st[k] for k in ("writes", "flushes", "reconnects", "gaps")}))
+
+
+def verify(a):
+    st = json.load(open(a.state))
+    bs, n, first = st["bs"], st["blocks"], st.get("first", 0)
+    acked, attempted = st["durable" if a.flushed else "acked"], st["attempted"]
+    sources = []
+    if a.nodes:
+        for node in nodes_of(a.nodes):
+            sources.append(("%s:%d" % node, connect(node, a.iqn, 30)))
+    for path in a.images:
+        sources.append((path, open(path, "rb")))
+    bad = 0
+    for name, src in sources:
+        wrong, torn = [], 0
+        for b in range(n):
+            if hasattr(src, "req"):
+                data = src.req(0, (first + b) * bs, bs)
+            else:
+                src.seek((first + b) * bs)
+                data = src.read(bs)
+            got = unstamp(data, bs)
+            if got == "zero":
+                ok = acked[b] == 0
+                what = "zeros"
+            elif got is None:
+                ok, what = False, "no whole stamp (torn or foreign)"
+            else:
+                ok = got[0] == first + b and acked[b] <= got[1] <= attempted[b]
+                what = "block %d version %d" % got
+            if not ok and a.flushed and attempted[b] - acked[b] < 64:
+                # the only copy crashed: a write in flight may be torn, each
+                # 512-byte sector from one of the versions allowed
+                cands = [bytes(bs) if v == 0 else stamp(first + b, v, bs)
+                         for v in range(acked[b], attempted[b] + 1)]
+                ok = all(any(c[o:o + 512] == data[o:o + 512] for c in cands)
+                         for o in range(0, bs, 512))
+                torn += ok
+            if not ok:
+                wrong.append("block %d: %s, acknowledged %d, attempted %d" %
+                             (first + b, what, acked[b], attempted[b]))
+        if wrong:
+            bad += len(wrong)
+            print("%s: %d of %d blocks wrong; first: %s" % (name, len(wrong), n,
+                                                            "; ".join(wrong[:4])),
+                  file=sys.stderr)
+        else:
+            print("%s: %d blocks, each its last %s version or a later "
+                  "attempted one (%d writes acknowledged%s)" %
+                  (name, n, "flushed" if a.flushed else "acknowledged", st["writes"],
+                   ", %d torn across sectors" % torn if torn else ""), file=sys.stderr)
+        if hasattr(src, "close"):
+            src.close()
+    if not sources:
+        print("checker: nothing to verify", file=sys.stderr)
+        sys.exit(1)
+    sys.exit(1 if bad or not (st["writes"] or a.flushed) else 0)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--nodes", required=True)
+    r.add_argument("--iqn")
+    r.add_argument("--blocks", type=int, required=True)
+    r.add_argument("--first", type=int, default=0, help="the first block's number")
+    r.add_argument("--bs", type=int, default=4096)
+    r.add_argument("--state", required=True)
+    r.add_argument("--seed", type=int, default=1)
+    r.add_argument("--count", type=int, default=1 << 40)
+    r.add_argument("--stop")
+    r.add_argument("--flush-every", type=int, default=0)
+    r.add_argument("--timeout", type=float, default=10)
+    r.add_argument("--give-up", type=float, default=90)
+    r.add_argument("--rate", type=float, default=0)
+    r.add_argument("--resume", action="store_true",
+                   help="go on from the versions in --state (a later round)")
+    v = sub.add_parser("verify")
+    v.add_argument("--state", required=True)
+    v.add_argument("--nodes")
+    v.add_argument("--iqn")
+    v.add_argument("--flushed", action="store_true",
+                   help="only writes acknowledged before a flush must be there (a crash "
+                   "with no other copy)")
+    v.add_argument("images", nargs="*")
+    a = ap.parse_args()
+    run(a) if a.cmd == "run" else verify(a)
+
+
+if __name__ == "__main__":
+    main()
