@@ -162,12 +162,15 @@ bench: all
 	@bash bench/seed-wan.sh
 	@bash bench/latency-rtt.sh
 
-# Random fault schedules on a real cluster with a witness (tests/soak):
-# SOAK_SCHEDULES (default 200), SOAK_SEED (default: from the clock, printed).
-SOAK_SCHEDULES ?= 200
+# Random fault schedules on real clusters with a witness (tests/soak): kills,
+# freezes, link cuts, disk errors, slow disks and simulated crashes.
+# SOAK_SCHEDULES (default 500), SOAK_JOBS clusters side by side (default 2),
+# SOAK_SEED (default: from the clock, printed).
+SOAK_SCHEDULES ?= 500
+SOAK_JOBS ?= 2
 soak: all
 	@python3 tests/soak/witness_soak.py --build $(B) --schedules $(SOAK_SCHEDULES) \
-		$(if $(SOAK_SEED),--seed $(SOAK_SEED))
+		--jobs $(SOAK_JOBS) $(if $(SOAK_SEED),--seed $(SOAK_SEED))
 
 # Ten minutes of 4 KiB random writes at full speed, the witness 200 ms away:
 # no failover, no lease lost (LOAD_SECONDS to change the length).

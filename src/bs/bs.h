@@ -95,6 +95,12 @@ int bs_ram_open(struct ev_loop *ev, uint64_t size, struct bs **out);
 int bs_fault_open(struct bs *inner, enum bs_op type, unsigned fail_nth, bool sticky, int err,
 		  struct bs **out);
 
+/* Wraps inner: every operation waits delay_ms (a timer) before it goes on,
+ * a disk that is slow but answers (tests). bs_slow_set changes the delay of
+ * such a store (0: none); -EINVAL on any other store. Takes inner. */
+int bs_slow_open(struct bs *inner, unsigned delay_ms, struct bs **out);
+int bs_slow_set(struct bs *bs, unsigned delay_ms);
+
 struct crash_hook;
 enum { BS_CRASH_ANY = 0, BS_CRASH_WRITE, BS_CRASH_FLUSH, BS_CRASH_META };
 /* Wraps inner (a file at path) as a disk with a volatile write cache that

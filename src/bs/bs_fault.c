@@ -77,3 +77,99 @@ int bs_fault_open(struct bs *inner, enum bs_op type, unsigned fail_nth, bool sti
 	*out = &f->bs;
 	return 0;
 }
+
+/* ---- slow store: every operation waits delay_ms before it goes on ---- */
+
+struct bs_slow {
+	struct bs bs;
+	struct bs *inner;
+	unsigned delay_ms;
+};
+
+struct slow_op {
+	struct ev_timer t;
+	struct bs_io *io;
+	struct bs *inner;
+};
+
+static const struct bs_ops bs_slow_ops;
+
+static void slow_go(struct ev_timer *t)
+{
+	struct slow_op *o = container_of(t, struct slow_op, t);
+	struct bs_io *io = o->io;
+	struct bs *inner = o->inner;
+
+	free(o);
+	bs_submit(inner, io);
+}
+
+static void slow_submit(struct bs *bs, struct bs_io *io)
+{
+	struct bs_slow *s = container_of(bs, struct bs_slow, bs);
+	struct slow_op *o;
+
+	if (!s->delay_ms) {
+		bs_submit(s->inner, io);
+		return;
+	}
+	o = calloc(1, sizeof(*o));
+	if (!o) {
+		bs_complete_later(bs->ev, io, -ENOMEM);
+		return;
+	}
+	o->io = io;
+	o->inner = s->inner;
+	o->t.fn = slow_go;
+	ev_timer_arm(bs->ev, &o->t, (uint64_t)s->delay_ms * 1000000ull);
+}
+
+static int slow_block_status(struct bs *bs, uint64_t off, uint64_t len, struct bs_extent *ext,
+			     unsigned max, unsigned *n)
+{
+	struct bs_slow *s = container_of(bs, struct bs_slow, bs);
+	return s->inner->ops->block_status(s->inner, off, len, ext, max, n);
+}
+
+static int slow_sync(struct bs *bs)
+{
+	struct bs_slow *s = container_of(bs, struct bs_slow, bs);
+	return s->inner->ops->sync(s->inner);
+}
+
+static void slow_close(struct bs *bs)
+{
+	struct bs_slow *s = container_of(bs, struct bs_slow, bs);
+	bs_close(s->inner);
+	free(s);
+}
+
+static const struct bs_ops bs_slow_ops = {
+	.name = "slow",
+	.submit = slow_submit,
+	.block_status = slow_block_status,
+	.sync = slow_sync,
+	.close = slow_close,
+};
+
+int bs_slow_set(struct bs *bs, unsigned delay_ms)
+{
+	if (bs->ops != &bs_slow_ops)
+		return -EINVAL;
+	container_of(bs, struct bs_slow, bs)->delay_ms = delay_ms;
+	return 0;
+}
+
+int bs_slow_open(struct bs *inner, unsigned delay_ms, struct bs **out)
+{
+	struct bs_slow *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return -ENOMEM;
+	s->bs = *inner;
+	s->bs.ops = &bs_slow_ops;
+	s->inner = inner;
+	s->delay_ms = delay_ms;
+	*out = &s->bs;
+	return 0;
+}

@@ -351,6 +351,77 @@ static void render(struct ctl_conn *c, size_t (*fn)(const struct ctl_info *, con
 	}
 }
 
+/* inject VOLUME read|write|flush|trim|zero|crash|slow ... (fault-injection =
+ * on only): make this node's store fail, crash or slow down, for tests. */
+static void cmd_inject(struct ctl_server *s, struct ctl_conn *c, int argc, char **argv)
+{
+	struct vol *v = find(s, argv[1]);
+	char msg[256] = "";
+	unsigned after = 0, ms = 0;
+	unsigned long long seed = 1;
+	int kind = BS_CRASH_ANY;
+	int err = EIO, r;
+	bool once = false;
+	if (!v) {
+		out_add(c, "error no volume named '%s' on node %s\n", argv[1], s->info.node);
+		return;
+	}
+	if (!s->info.faults) {
+		out_add(c,
+			"error fault injection is off on node %s (fault-injection = on "
+			"in its [node] section)\n",
+			s->info.node);
+		return;
+	}
+	for (int i = 3; i < argc; i++) {
+		if (strcmp(argv[i], "--once") == 0) {
+			once = true;
+		} else if (strcmp(argv[i], "--after") == 0 && i + 1 < argc) {
+			after = (unsigned)strtoul(argv[++i], NULL, 10);
+		} else if (strcmp(argv[i], "--ms") == 0 && i + 1 < argc) {
+			ms = (unsigned)strtoul(argv[++i], NULL, 10);
+		} else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
+			seed = strtoull(argv[++i], NULL, 10);
+		} else if (strcmp(argv[i], "--at") == 0 && i + 1 < argc) {
+			i++;
+			kind = !strcmp(argv[i], "write")   ? BS_CRASH_WRITE
+			       : !strcmp(argv[i], "flush") ? BS_CRASH_FLUSH
+			       : !strcmp(argv[i], "meta")  ? BS_CRASH_META
+			       : !strcmp(argv[i], "any")   ? BS_CRASH_ANY
+							   : -1;
+			if (kind < 0) {
+				out_add(c, "error --at is write, flush, meta or any\n");
+				return;
+			}
+		} else if (strcmp(argv[i], "--errno") == 0 && i + 1 < argc) {
+			i++;
+			err = !strcmp(argv[i], "EIO")      ? EIO
+			      : !strcmp(argv[i], "ENOSPC") ? ENOSPC
+							   : 0;
+			if (!err) {
+				out_add(c, "error --errno is EIO or ENOSPC\n");
+				return;
+			}
+		} else {
+			out_add(c, "error usage: inject VOLUME read|write|flush|trim|zero "
+				   "[--after N] [--errno EIO|ENOSPC] [--once], or inject "
+				   "VOLUME crash [--after N] [--seed S] [--at "
+				   "write|flush|meta|any], or inject VOLUME slow --ms N\n");
+			return;
+		}
+	}
+	if (strcmp(argv[2], "crash") == 0)
+		r = vol_inject_crash(v, kind, after, seed, msg, sizeof(msg));
+	else if (strcmp(argv[2], "slow") == 0)
+		r = vol_inject_slow(v, ms, msg, sizeof(msg));
+	else
+		r = vol_inject(v, argv[2], after, err, once, msg, sizeof(msg));
+	if (r)
+		out_add(c, "error %s\n", msg);
+	else
+		out_add(c, "ok\n");
+}
+
 static void run_command(struct ctl_conn *c, int argc, char **argv)
 {
 	struct ctl_server *s = c->srv;
@@ -479,67 +550,7 @@ static void run_command(struct ctl_conn *c, int argc, char **argv)
 		else
 			out_add(c, "error %s\n", msg[0] ? msg : strerror(-r));
 	} else if (strcmp(cmd, "inject") == 0 && argc >= 3) {
-		struct vol *v = find(s, argv[1]);
-		char msg[256] = "";
-		unsigned after = 0;
-		unsigned long long seed = 1;
-		int kind = BS_CRASH_ANY;
-		int err = EIO, r;
-		bool once = false;
-		if (!v) {
-			out_add(c, "error no volume named '%s' on node %s\n", argv[1],
-				s->info.node);
-			return;
-		}
-		if (!s->info.faults) {
-			out_add(c,
-				"error fault injection is off on node %s (fault-injection = on "
-				"in its [node] section)\n",
-				s->info.node);
-			return;
-		}
-		for (int i = 3; i < argc; i++) {
-			if (strcmp(argv[i], "--once") == 0) {
-				once = true;
-			} else if (strcmp(argv[i], "--after") == 0 && i + 1 < argc) {
-				after = (unsigned)strtoul(argv[++i], NULL, 10);
-			} else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
-				seed = strtoull(argv[++i], NULL, 10);
-			} else if (strcmp(argv[i], "--at") == 0 && i + 1 < argc) {
-				i++;
-				kind = !strcmp(argv[i], "write")   ? BS_CRASH_WRITE
-				       : !strcmp(argv[i], "flush") ? BS_CRASH_FLUSH
-				       : !strcmp(argv[i], "meta")  ? BS_CRASH_META
-				       : !strcmp(argv[i], "any")   ? BS_CRASH_ANY
-								   : -1;
-				if (kind < 0) {
-					out_add(c, "error --at is write, flush, meta or any\n");
-					return;
-				}
-			} else if (strcmp(argv[i], "--errno") == 0 && i + 1 < argc) {
-				i++;
-				err = !strcmp(argv[i], "EIO")      ? EIO
-				      : !strcmp(argv[i], "ENOSPC") ? ENOSPC
-								   : 0;
-				if (!err) {
-					out_add(c, "error --errno is EIO or ENOSPC\n");
-					return;
-				}
-			} else {
-				out_add(c, "error usage: inject VOLUME read|write|flush|trim|zero "
-					   "[--after N] [--errno EIO|ENOSPC] [--once], or inject "
-					   "VOLUME crash [--after N] [--seed S] [--at "
-					   "write|flush|meta|any]\n");
-				return;
-			}
-		}
-		r = strcmp(argv[2], "crash")
-			    ? vol_inject(v, argv[2], after, err, once, msg, sizeof(msg))
-			    : vol_inject_crash(v, kind, after, seed, msg, sizeof(msg));
-		if (r)
-			out_add(c, "error %s\n", msg);
-		else
-			out_add(c, "ok\n");
+		cmd_inject(s, c, argc, argv);
 	} else if (strcmp(cmd, "set") == 0 && argc >= 3) {
 		struct vol *v = find(s, argv[1]);
 		char msg[256] = "";

@@ -772,6 +772,31 @@ int vol_attach(struct vol *v, const char *path, char *msg, size_t len)
 	return 0;
 }
 
+int vol_inject_slow(struct vol *v, unsigned ms, char *msg, size_t len)
+{
+	struct bs *nb;
+	int r;
+
+	if (vol_disk_gone(v->disk)) {
+		snprintf(msg, len, "volume %s: the disk is %s", v->name, vol_disk_name(v->disk));
+		return -ENODEV;
+	}
+	if (bs_slow_set(v->bs, ms) == 0) {
+		log_warn("volume %s: slow disk: every operation now waits %u ms", v->name, ms);
+		return 0;
+	}
+	if (!ms)
+		return 0;
+	r = bs_slow_open(v->bs, ms, &nb);
+	if (r) {
+		snprintf(msg, len, "volume %s: %s", v->name, strerror(-r));
+		return r;
+	}
+	v->bs = nb;
+	log_warn("volume %s: slow disk: every operation now waits %u ms", v->name, ms);
+	return 0;
+}
+
 int vol_inject_crash(struct vol *v, int kind, unsigned after, uint64_t seed, char *msg, size_t len)
 {
 	struct crash_hook *hook;

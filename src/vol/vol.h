@@ -277,6 +277,9 @@ int vol_inject(struct vol *v, const char *op, unsigned after, int err, bool once
  * after + 1 of kind (BS_CRASH_*: data writes, flushes, metadata writes, or
  * any) the node dies leaving what a power loss could have left, drawn from
  * seed. */
+/* A slow disk (`tandemctl inject VOLUME slow --ms N`): every operation of
+ * the store waits N ms from now; 0 ends it. */
+int vol_inject_slow(struct vol *v, unsigned ms, char *msg, size_t len);
 int vol_inject_crash(struct vol *v, int kind, unsigned after, uint64_t seed, char *msg, size_t len);
 int vol_open(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned ni, struct vol **out,
 	     char *err, size_t errlen);

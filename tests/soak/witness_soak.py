@@ -3,16 +3,36 @@
 
 One cluster of three real processes (tandemd a and b, tandem-witness), each
 link through its own link proxy (tests/tools/linkproxy.py). For each
-schedule (random, from --seed: reproducible), three clients write during
-1-3 faults picked from: SIGKILL of the primary, of the secondary or of the
-witness (each restarted after a random time), a blackholed link (a-b, a-w,
-b-w) healed after a random time, a delay on a link. The clients
-(tests/tools/failclient.py): one that fails over between the nodes, and one
-pinned to each node (it keeps trying that node alone), each over its own
-region, with a salt of its own per schedule. After the faults: everything
-healed and running, the pair back in sync with one primary (within 90 s).
-Then:
-  lost        = acknowledged writes missing from either data area;
+schedule (random, from --seed: reproducible), four clients write during
+1-3 faults picked from:
+  kill-*      SIGKILL of the primary, the secondary or the witness,
+              restarted after a random time;
+  freeze-*    SIGSTOP of one of them, SIGCONT after a random time (it
+              resumes on stale state);
+  cut-*       a blackholed link (a-b, a-w, b-w), healed after a random time;
+  delay       a delay on a link;
+  disk-error-* every later write of the primary's or secondary's store fails
+              (EIO, `tandemctl inject`); after a random time the same file
+              is attached again;
+  slow-*      every operation of a node's store waits 300 ms (disk-slow-ms
+              detaches it after 2 s when its peer serves); healed and, if
+              detached, attached again;
+  crash-*     a simulated power loss of the primary or the secondary at a
+              random crash point (`inject vol0 crash`: unflushed writes lost
+              or torn, metadata torn), restarted after a random time. A
+              crash is a schedule's only fault: the clients do not flush, so
+              a crash together with another fault may lose what the other
+              copy would have kept.
+The clients: tests/tools/failclient.py, one that fails over between the
+nodes and one pinned to each node (it keeps trying that node alone), each
+over its own region with a salt of its own per schedule; and the stamped
+checker (tests/tools/checker.py), which overwrites the first 8 MiB at random
+through every schedule, failing over, and is verified after each. After the
+faults: everything healed and running, the pair back in sync with one
+primary (within 90 s). Then:
+  lost        = acknowledged writes missing from either data area, plus
+                blocks the checker finds at a version older than the last
+                acknowledged (or torn);
   double      = status samples (every 100 ms during the schedule) in which
                 both nodes may acknowledge writes (accepting(): primary with
                 quorum, no held write, alone or through a connected
@@ -23,7 +43,8 @@ Then:
   stuck       = schedules that did not get back to one primary in sync.
 Prints one line per schedule and the totals; exit 1 unless lost, double and
 stuck are all 0.
-   witness_soak.py --build build --schedules 200 [--seed N]
+   witness_soak.py --build build --schedules 500 [--seed N] [--jobs 2]
+With --jobs N, N clusters run side by side (seeds N, N+1, ...).
 """
 import argparse
 import json
@@ -54,6 +75,7 @@ class Cluster:
     def __init__(self, build, work):
         self.b, self.w = build, work
         self.procs = {}
+        self.crashes = 0  # simulated crashes that struck
         self.ports = {k: free_port() for k in
                       ("ra", "rb", "na", "nb", "wit", "pab", "paw", "pbw")}
         cfg = os.path.join(work, "c.ini")
@@ -61,10 +83,12 @@ class Cluster:
         with open(cfg, "w") as f:
             f.write("[cluster]\nname = soak\nsecret = soak-secret\npeer-timeout = 2\n"
                     "witness = 127.0.0.1:%d\nwitness-dir = %s/w\nwitness-timeout = 2\n"
-                    "quorum-timeout = 5\n" % (p["wit"], work))
+                    "quorum-timeout = 5\ndisk-slow-ms = 100\ndisk-slow-s = 2\n"
+                    % (p["wit"], work))
             for n in "ab":
                 f.write("[node %s]\nreplication = 127.0.0.1:%d\nnbd = 127.0.0.1:%d\n"
                         "control = %s/%s.sock\ndata-dir = %s/%s\nwitness = 127.0.0.1:%d\n"
+                        "fault-injection = on\n"
                         % (n, p["r" + n], p["n" + n], work, n, work, n, p["p%sw" % n]))
                 if n == "b":
                     f.write("replication-advertise = 127.0.0.1:%d\n" % p["pab"])
@@ -115,19 +139,43 @@ class Cluster:
     def kill(self, n, sig=signal.SIGKILL):
         p = self.procs.get(n)
         if p and p.poll() is None:
+            p.send_signal(signal.SIGCONT)  # a frozen one too
             p.send_signal(sig)
             p.wait()
 
-    def ctl(self, n, *args, out=False):
-        r = subprocess.run([os.path.join(self.b, "tandemctl"), "-c", self.cfg, "-n", n] +
-                           list(args), capture_output=True, text=True, timeout=60)
+    def signal(self, n, sig):
+        p = self.procs.get(n)
+        if p and p.poll() is None:
+            p.send_signal(sig)
+
+    def heal_disk(self, n):
+        """A node whose store was made slow or failing gets it back: the
+        delay ends; a failed or detached disk is attached again (the same
+        file; `attach` waits for requests still on the old one)."""
+        if not self.running(n):
+            return
+        self.ctl(n, "inject", "vol0", "slow", "--ms", "0")
+        for _ in range(100):
+            st = self.status(n)
+            if not st or st["disk"] not in ("failed", "diskless"):
+                return
+            self.ctl(n, "attach", "vol0")
+            time.sleep(0.1)
+
+    def ctl(self, n, *args, out=False, timeout=60):
+        try:
+            r = subprocess.run([os.path.join(self.b, "tandemctl"), "-c", self.cfg, "-n", n] +
+                               list(args), capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:  # a frozen node answers nothing
+            return "" if out else 124
         return r.stdout if out else r.returncode
 
     def status(self, n):
         if not self.running(n):
             return None
         try:
-            return json.loads(self.ctl(n, "status", "vol0", "--json", out=True))["volumes"][0]
+            return json.loads(self.ctl(n, "status", "vol0", "--json", out=True,
+                                       timeout=2))["volumes"][0]
         except Exception:
             return None
 
@@ -141,7 +189,8 @@ class Cluster:
         p = sa if sa["role"] == "primary" else sb
         peer = p["peers"][0]
         return (peer["connection"] == "connected" and peer["replication"] == "established"
-                and peer["disk"] == "uptodate" and p["witness"]["session"])
+                and peer["disk"] == "uptodate" and p["disk"] == "uptodate"
+                and p["witness"]["session"])
 
     def stop_all(self):
         for n in ("a", "b", "w"):
@@ -160,6 +209,30 @@ def client(c, nodes, log, first, salt, pinned):
     return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+def checker(c, seed):
+    argv = [sys.executable, os.path.join(TOOLS, "checker.py"), "run", "--nodes",
+            ",".join("127.0.0.1:%d" % c.ports["n" + n] for n in "ab"), "--blocks", "2048",
+            "--state", os.path.join(c.w, "check.json"), "--resume", "--seed", str(seed),
+            "--rate", "200", "--timeout", "3", "--give-up", "600",
+            "--stop", os.path.join(c.w, "stop")]
+    return subprocess.Popen(argv, stdout=subprocess.DEVNULL,
+                            stderr=open(os.path.join(c.w, "checker.err"), "a"))
+
+
+def checker_verify(c, files):
+    r = subprocess.run([sys.executable, os.path.join(TOOLS, "checker.py"), "verify",
+                        "--state", os.path.join(c.w, "check.json")] + files,
+                       capture_output=True, text=True)
+    wrong = 0
+    for line in r.stderr.splitlines():
+        if "blocks wrong" in line:
+            wrong = max(wrong, int(line.split(":")[1].split()[0]))
+    if r.returncode and not wrong:
+        wrong = 1  # no acknowledged write at all, or it could not read
+        sys.stderr.write(r.stderr)
+    return wrong
+
+
 def check(log, salt, files):
     r = subprocess.run([sys.executable, os.path.join(TOOLS, "failclient.py"), "check", "--log",
                         log, "--salt", salt] + files, capture_output=True, text=True)
@@ -171,7 +244,9 @@ def check(log, salt, files):
 
 
 FAULTS = ["kill-primary", "kill-secondary", "kill-witness", "cut-ab", "cut-aw", "cut-bw",
-          "delay"]
+          "delay", "freeze-primary", "freeze-secondary", "freeze-witness",
+          "disk-error-primary", "disk-error-secondary", "slow-primary", "slow-secondary",
+          "crash-primary", "crash-secondary"]
 
 
 def accepting(me, other):
@@ -193,6 +268,27 @@ def accepting(me, other):
         other["peers"][0]["connection"] == "connected"
 
 
+def finish(c, p):
+    """The end of a fault (pending entry p: time, what, whom)."""
+    what, n = p[1], p[2]
+    if what == "start":
+        c.start(n)
+    elif what == "restore":
+        c.link(n, "restore")
+    elif what == "cont":
+        c.signal(n, signal.SIGCONT)
+    elif what == "heal":
+        c.heal_disk(n)
+    elif what == "crashed":
+        if c.running(n):
+            c.kill(n)  # its crash point did not come: an ordinary kill then
+        else:
+            c.crashes += 1
+        c.start(n)
+    else:
+        c.link(n, "delay", "0")
+
+
 def schedule(c, k, rng, args):
     salt = "s%d-%d" % (args.seed, k)
     os.path.exists(os.path.join(c.w, "stop")) and os.unlink(os.path.join(c.w, "stop"))
@@ -202,9 +298,13 @@ def schedule(c, k, rng, args):
     region = (k % 8) * (24 << 20) + (8 << 20)
     cl = [client(c, "ab", logs["fo"], region, salt, False),
           client(c, "a", logs["a"], region + (8 << 20), salt, True),
-          client(c, "b", logs["b"], region + (16 << 20), salt, True)]
+          client(c, "b", logs["b"], region + (16 << 20), salt, True),
+          checker(c, args.seed * 100000 + k)]
     faults = sorted(((rng.uniform(0.3, 2.5), rng.choice(FAULTS), rng.uniform(0.3, 5))
                      for _ in range(rng.randint(1, 3))))
+    crashes = [f for f in faults if f[1].startswith("crash-")]
+    if crashes:
+        faults = crashes[:1]  # a crash is the only fault of its schedule
     t0 = time.monotonic()
     pending, double, both, names = [], 0, 0, []
     end = t0 + max(f[0] + f[2] for f in faults) + 1
@@ -215,7 +315,26 @@ def schedule(c, k, rng, args):
             names.append(kind)
             sa, sb = c.status("a"), c.status("b")
             prim = "a" if sa and sa["role"] == "primary" else "b" if sb and sb["role"] == "primary" else None
-            if kind == "kill-primary" and prim:
+            sec = ("b" if prim == "a" else "a") if prim else None
+            if kind.startswith("freeze-"):
+                n = {"primary": prim, "secondary": sec, "witness": "w"}[kind[7:]]
+                if n:
+                    c.signal(n, signal.SIGSTOP)
+                    pending.append((now + dur, "cont", n))
+            elif kind.startswith("disk-error-") and prim:
+                n = prim if kind.endswith("primary") else sec
+                c.ctl(n, "inject", "vol0", "write")
+                pending.append((now + dur, "heal", n))
+            elif kind.startswith("slow-") and prim:
+                n = prim if kind.endswith("primary") else sec
+                c.ctl(n, "inject", "vol0", "slow", "--ms", "300")
+                pending.append((now + dur, "heal", n))
+            elif kind.startswith("crash-") and prim:
+                n = prim if kind.endswith("primary") else sec
+                c.ctl(n, "inject", "vol0", "crash", "--after", str(rng.randrange(300)),
+                      "--seed", str(rng.randrange(1 << 30)))
+                pending.append((now + dur, "crashed", n))
+            elif kind == "kill-primary" and prim:
                 c.kill(prim)
                 pending.append((now + dur, "start", prim))
             elif kind == "kill-secondary" and prim:
@@ -234,12 +353,7 @@ def schedule(c, k, rng, args):
                 pending.append((now + dur, "undelay", ln))
         for p in [p for p in pending if p[0] <= now]:
             pending.remove(p)
-            if p[1] == "start":
-                c.start(p[2])
-            elif p[1] == "restore":
-                c.link(p[2], "restore")
-            else:
-                c.link(p[2], "delay", "0")
+            finish(c, p)
         sa, sb = c.status("a"), c.status("b")
         if accepting(sa, sb) and accepting(sb, sa):
             double += 1
@@ -247,14 +361,12 @@ def schedule(c, k, rng, args):
             both += 1
         time.sleep(0.1)
     for p in pending:
-        if p[1] == "start":
-            c.start(p[2])
-        elif p[1] == "restore":
-            c.link(p[2], "restore")
-        else:
-            c.link(p[2], "delay", "0")
+        finish(c, p)
     for n in ("w", "a", "b"):
+        c.signal(n, signal.SIGCONT)
         c.start(n)
+    for n in ("a", "b"):
+        c.heal_disk(n)
     for ln in ("ab", "aw", "bw"):
         c.link(ln, "restore")
         c.link(ln, "delay", "0")
@@ -277,21 +389,77 @@ def schedule(c, k, rng, args):
         files = [os.path.join(c.w, n, "vol0.img") for n in ("a", "b")]
         for log in logs.values():
             lost += check(log, salt, files)
+        lost += checker_verify(c, files)
     acked = sum(sum(1 for l in open(f) if l[:1].isdigit()) for f in logs.values())
     return names, acked, lost, double, both, stuck
+
+
+def parallel(a):
+    """--jobs N: N clusters side by side, each with its share of the
+    schedules and a seed of its own (seed, seed + 1, ...); the totals add."""
+    procs, outs = [], []
+    for j in range(a.jobs):
+        out = tempfile.NamedTemporaryFile(prefix="soak-totals.", suffix=".json", delete=False)
+        outs.append(out.name)
+        n = a.schedules // a.jobs + (1 if j < a.schedules % a.jobs else 0)
+        argv = [sys.executable, os.path.abspath(__file__), "--build", a.build, "--schedules",
+                str(n), "--seed", str(a.seed + j), "--jobs", "1", "--totals", out.name]
+        if a.keep:
+            argv.append("--keep")
+        procs.append(subprocess.Popen(argv, stdout=subprocess.PIPE, text=True))
+    import threading
+
+    def relay(j, p):
+        for line in p.stdout:
+            sys.stdout.write("[%d] %s" % (j, line))
+            sys.stdout.flush()
+    ts = [threading.Thread(target=relay, args=(j, p)) for j, p in enumerate(procs)]
+    for t in ts:
+        t.start()
+    rc = 0
+    for p in procs:
+        rc |= p.wait()
+    for t in ts:
+        t.join()
+    sums = {}
+    for f in outs:
+        try:
+            for k, v in json.load(open(f)).items():
+                if isinstance(v, dict):
+                    for kk, vv in v.items():
+                        sums.setdefault(k, {})[kk] = sums.get(k, {}).get(kk, 0) + vv
+                else:
+                    sums[k] = sums.get(k, 0) + v
+        except Exception:
+            rc |= 1
+        os.unlink(f)
+    if "schedules" in sums:
+        print("faults: " + ", ".join("%s %d" % kv for kv in sorted(sums["kinds"].items())) +
+              "; simulated crashes that struck: %d" % sums["crashes"])
+        print("witness soak (%d clusters, seeds %d-%d): %d schedules, %d acknowledged writes "
+              "and %d stamped ones, %d lost, %d double-primary samples (both primary: %d), "
+              "%d stuck" % (a.jobs, a.seed, a.seed + a.jobs - 1, sums["schedules"],
+                            sums["acked"], sums["stamped"], sums["lost"], sums["double"],
+                            sums["both"], sums["stuck"]))
+    sys.exit(1 if rc else 0)
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
-    ap.add_argument("--schedules", type=int, default=200)
+    ap.add_argument("--schedules", type=int, default=500)
     ap.add_argument("--seed", type=int, default=int(time.time()) % 100000)
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--totals", help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.jobs > 1:
+        parallel(a)
     rng = random.Random(a.seed)
     work = tempfile.mkdtemp(prefix="tandem-soak.", dir="/var/tmp")
     c = Cluster(os.path.abspath(a.build), work)
     totals = {"schedules": 0, "acked": 0, "lost": 0, "double": 0, "both": 0, "stuck": 0}
+    kinds = {}
     print("witness soak: seed %d, %d schedules, in %s" % (a.seed, a.schedules, work), flush=True)
     try:
         for n in ("w", "a", "b"):
@@ -303,6 +471,8 @@ def main():
         for k in range(a.schedules):
             names, acked, lost, double, both, stuck = schedule(c, k, rng, a)
             totals["schedules"] += 1
+            for f in names:
+                kinds[f] = kinds.get(f, 0) + 1
             totals["acked"] += acked
             totals["lost"] += lost
             totals["double"] += double
@@ -315,9 +485,19 @@ def main():
                 break
     finally:
         c.stop_all()
-    print("witness soak: %(schedules)d schedules, %(acked)d acknowledged writes, "
+    try:
+        stamped = json.load(open(os.path.join(work, "check.json")))["writes"]
+    except Exception:
+        stamped = 0
+    print("faults: " + ", ".join("%s %d" % kv for kv in sorted(kinds.items())) +
+          "; simulated crashes that struck: %d" % c.crashes)
+    print("witness soak: %(schedules)d schedules, %(acked)d acknowledged writes" % totals +
+          " and %d stamped ones (verified after each schedule), " % stamped +
           "%(lost)d lost, %(double)d double-primary samples (both primary: %(both)d), "
           "%(stuck)d stuck" % totals)
+    if a.totals:
+        json.dump(dict(totals, stamped=stamped, crashes=c.crashes, kinds=kinds),
+                  open(a.totals, "w"))
     ok = totals["lost"] == 0 and totals["double"] == 0 and totals["stuck"] == 0
     if ok and not a.keep:
         shutil.rmtree(work, ignore_errors=True)
