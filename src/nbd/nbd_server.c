@@ -11,6 +11,9 @@
  *   CLIENT_FLAGS -> OPT            [on_rx_handshake: flags accepted]
  *   OPT -> XMIT                    [opt_go / opt_export_name: export chosen]
  *   XMIT -> DRAIN -> XMIT          [on_rx_xmit: rejected WRITE with payload]
+ *   DRAIN -> XMIT                  [on_eof: the payload ends early: that WRITE
+ *                                   is dropped unreplied, and the connection
+ *                                   closes once nothing else is busy]
  *   any -> DEAD                    [conn_kill: protocol error, DISC, shutdown;
  *                                   on_closed: EOF or reset from the client]
  * Invariants:
@@ -857,6 +860,16 @@ static void on_eof(struct net_conn *nc)
 	struct nbd_conn *c = container_of(nc, struct nbd_conn, peer.net);
 
 	c->disc = true;
+	if (c->state == ST_DRAIN && c->rx_slot) {
+		/* A refused WRITE whose payload was being skipped: the rest of
+		 * it never comes, so it is never replied to (as on_closed). */
+		struct nbd_slot *sl = c->rx_slot;
+		c->rx_slot = NULL;
+		c->drain_left = 0;
+		set_state(c, ST_XMIT);
+		slot_put(sl); /* may kill the connection: nothing else is busy */
+		return;
+	}
 	if (c->busy == 0)
 		conn_kill(c, NULL);
 }

@@ -88,6 +88,26 @@ void stub_reset(void)
 	memset(&S, 0, sizeof(S));
 }
 
+void stub_forget_closed(void)
+{
+	unsigned k = 0;
+
+	for (unsigned i = 0; i < S.n; i++) {
+		struct stub_conn *s = S.conns[i];
+		if (s->c) {
+			S.conns[k++] = s;
+			continue;
+		}
+		for (unsigned j = 0; j < S.n; j++)
+			if (S.conns[j]->peer == s)
+				S.conns[j]->peer = NULL;
+		free(s->out);
+		free(s->in);
+		free(s);
+	}
+	S.n = k;
+}
+
 /* ---- listeners ---- */
 
 static int listen_common(struct net_listener *l, struct ev_loop *ev, const char *addr,

@@ -39,6 +39,9 @@ struct stub_conn {
 
 /* Frees every record; call once the engines have destroyed their connections. */
 void stub_reset(void);
+/* Frees the records of destroyed connections only (listeners stay): for a
+ * long-running user such as a fuzz harness. */
+void stub_forget_closed(void);
 unsigned stub_nconns(void);
 struct stub_conn *stub_conn_at(unsigned i); /* in the order they were made */
 struct stub_conn *stub_find(const struct net_conn *c);
