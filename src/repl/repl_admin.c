@@ -352,6 +352,26 @@ int repl_attach(struct repl *r, const char *path, char *msg, size_t len)
 
 	if (v->role == VOL_PRIMARY) {
 		/* P1-P4: it keeps serving, and fills the disk from the peer */
+		if (vol_disk_gone(v->disk) && !peer_serves(r) && !path && v->data_path[0] &&
+		    !r->peer_only && !r->pulling) {
+			/* P7: no peer to fill from, but no write went only to
+			 * the peer since the disk failed: the old disk holds
+			 * every acknowledged write (those that failed on it
+			 * failed to the client). It serves again; what was in
+			 * flight when it failed is marked for the peer. */
+			e = vol_attach(v, NULL, msg, len);
+			if (e)
+				return e;
+			bm_al_to_oos(r->bm);
+			bm_flush(r->bm, NULL);
+			vol_set_disk(v, VOL_INCONSISTENT);
+			vol_set_disk(v, VOL_UPTODATE);
+			log_warn("volume %s: the old disk is back and up to date: no write went "
+				 "only "
+				 "to %s since it failed",
+				 v->name, peer_name(r));
+			return 0;
+		}
 		if (vol_disk_gone(v->disk) && !peer_serves(r)) {
 			snprintf(msg, len,
 				 "volume %s: no up-to-date peer to fill a disk from (%s is %s)",

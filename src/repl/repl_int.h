@@ -284,6 +284,8 @@ struct repl {
 	/* a disk attached to this primary, brought up to date by reading
 	 * from the peer (repl_pull.c, P1-P4) */
 	bool pulling, pull_flushing, pull_paused;
+	bool peer_only;         /* since the disk failed (or a fill began), some write's only copy
+			  went to the peer: the old disk alone is not complete */
 	bool pull_resync;       /* P6: stopped by a demotion; a resync is to fill the disk */
 	unsigned pull_fg_reads; /* client reads through the peer in flight (the controller's) */
 	int pull_err;           /* a piece failed in this pass */

@@ -22,7 +22,12 @@
  *   P6. Only a primary fills: a demotion waits until no piece is in flight
  *       and ends the fill (the disk stays inconsistent, for a resync); a
  *       piece whose data comes back after a role change is dropped, its
- *       mark kept. A failed piece pauses the fill until the next tick. */
+ *       mark kept. A failed piece pauses the fill until the next tick.
+ *   P7. peer_only is set by every write whose only copy went to the peer
+ *       (the disk gone or being filled) and by a fill's start, and cleared
+ *       when a fill ends (P4). While it is clear, the old disk holds every
+ *       acknowledged write: `attach` without --disk puts it back in
+ *       service at once when no peer can fill it (repl_attach). */
 #include "repl_int.h"
 
 #include <errno.h>
@@ -134,6 +139,7 @@ static void pull_flushed(struct vol_io *io, int res)
 		return;
 	}
 	r->pulling = false;
+	r->peer_only = false;
 	bm_flush(r->bm, NULL);
 	log_warn("volume %s: the attached disk is up to date (%llu bytes copied from %s)",
 		 r->v->name, (unsigned long long)r->pull_bytes, peer_name(r));
@@ -261,6 +267,7 @@ int pull_start(struct repl *r, bool all)
 		bm_al_to_oos(r->bm); /* what the old disk may not have made durable */
 	bm_flush(r->bm, NULL);
 	r->pulling = true;
+	r->peer_only = true; /* P7: the disk lacks what the fill brings */
 	r->pull_err = 0;
 	r->pull_cursor = 0;
 	r->pull_bytes = 0;

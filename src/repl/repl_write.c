@@ -94,8 +94,11 @@ static void fg_finish(struct repl *r, struct vol_io *io)
 	 * marked, which a disk attached since fills from the peer (P2) */
 	if (io->rep.lres && io->rep.peer_ok &&
 	    (vol_disk_gone(r->v->disk) || r->pulling || io->rep.lres == -ENODEV) &&
-	    (!r->cfg->io_error_pass_on || r->pulling))
+	    (!r->cfg->io_error_pass_on || r->pulling)) {
 		io->rep.lres = 0;
+		if (io->type != BS_FLUSH)
+			r->peer_only = true; /* P7 */
+	}
 	if (io->rep.lres == -ENODEV)
 		io->rep.lres = -EIO; /* (what a client is told) */
 	/* P3: a disk being filled is no copy of its own: what the peer did
