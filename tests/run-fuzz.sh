@@ -19,7 +19,7 @@ passed=0 failed=0
 shopt -s nullglob
 bins=("$bindir"/fuzz_*)
 if [ ${#bins[@]} -eq 0 ]; then
-	echo "run-fuzz: no harnesses in $bindir (make fuzz)" >&2
+	echo "run-fuzz: no harnesses in $bindir (make fuzz-build)" >&2
 	echo "fuzz: 0 passed, 1 failed, 0 skipped"
 	exit 1
 fi
