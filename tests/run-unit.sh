@@ -27,7 +27,8 @@ for bin in "${bins[@]}"; do
 	case $bin in *.d | *.o) continue ;; esac
 	name=${bin##*/}
 	# cmocka writes per-test lines to stdout and the summary to stderr.
-	"$bin" >"$log" 2>&1
+	# (a hang is a failure: no unit binary takes 10 minutes)
+	timeout -k 5 600 "$bin" >"$log" 2>&1
 	rc=$?
 	p=$(sed -n 's/^\[  PASSED  \] \([0-9][0-9]*\) test(s)\..*/\1/p' "$log" | tail -n 1)
 	f=$(sed -n 's/^\[  FAILED  \] \([0-9][0-9]*\) test(s).*/\1/p' "$log" | tail -n 1)

@@ -648,9 +648,13 @@ static void flush_start(struct bm *bm)
 		bm->pstate[p] = P_FLUSHING;
 		if (p < bm->al_pages)
 			memcpy(bm->al_snap + p * WORDS_PER_PAGE, page_mem(bm, p), PAGE);
-		if (bm->crash)
-			crash_point(*bm->crash, "bitmap page write", bm->fd, page_mem(bm, p), PAGE,
-				    page_off(bm, p));
+		if (bm->crash) {
+			/* a fault loop's failure: the flush reports it */
+			int e = crash_point(*bm->crash, "bitmap page write", bm->fd,
+					    page_mem(bm, p), PAGE, page_off(bm, p));
+			if (e && !bm->flush_err)
+				bm->flush_err = e;
+		}
 		bm->pops[p].bm = bm;
 		bm->pops[p].op.cb = write_cb;
 		io_uring_prep_write(ev_sqe(bm->ev, &bm->pops[p].op), bm->fd, page_mem(bm, p), PAGE,
@@ -688,9 +692,12 @@ static int write_pages(struct bm *bm)
 	for (uint64_t p = 0; p < bm->npages; p++) {
 		if (bm->pstate[p] == P_CLEAN)
 			continue;
-		if (bm->crash)
-			crash_point(*bm->crash, "bitmap page write", bm->fd, page_mem(bm, p), PAGE,
-				    page_off(bm, p));
+		if (bm->crash) {
+			int e = crash_point(*bm->crash, "bitmap page write", bm->fd,
+					    page_mem(bm, p), PAGE, page_off(bm, p));
+			if (e)
+				return e;
+		}
 		if (pwrite(bm->fd, page_mem(bm, p), PAGE, (off_t)page_off(bm, p)) != (ssize_t)PAGE)
 			return -EIO;
 		bm->pstate[p] = P_CLEAN;

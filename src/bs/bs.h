@@ -95,6 +95,10 @@ int bs_ram_open(struct ev_loop *ev, uint64_t size, struct bs **out);
 int bs_fault_open(struct bs *inner, enum bs_op type, unsigned fail_nth, bool sticky, int err,
 		  struct bs **out);
 
+/* How many operations of its type a fault store has seen (0 for any other). */
+unsigned bs_fault_count(const struct bs *bs);
+/* A fault store fails nothing more from now (a no-op on any other). */
+void bs_fault_disarm(struct bs *bs);
 /* Wraps inner: every operation waits delay_ms (a timer) before it goes on,
  * a disk that is slow but answers (tests). bs_slow_set changes the delay of
  * such a store (0: none); -EINVAL on any other store. Takes inner. */

@@ -157,10 +157,11 @@ static void count_point(struct bs_crash *bc, int kind, const char *what, int fd,
 		crash_now(bc, what, fd, buf, len, off);
 }
 
-static void hook_point(struct crash_hook *h, const char *what, int fd, const void *buf, size_t len,
-		       uint64_t off)
+static int hook_point(struct crash_hook *h, const char *what, int fd, const void *buf, size_t len,
+		      uint64_t off)
 {
 	count_point(container_of(h, struct bs_crash, hook), BS_CRASH_META, what, fd, buf, len, off);
+	return 0;
 }
 
 static void wait_done(struct bs_io *io, int res)

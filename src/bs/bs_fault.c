@@ -52,6 +52,21 @@ static void fault_close(struct bs *bs)
 	free(f);
 }
 
+static const struct bs_ops bs_fault_ops;
+
+unsigned bs_fault_count(const struct bs *bs)
+{
+	return bs->ops == &bs_fault_ops ? container_of(bs, struct bs_fault, bs)->count : 0;
+}
+
+void bs_fault_disarm(struct bs *bs)
+{
+	if (bs->ops == &bs_fault_ops) {
+		container_of(bs, struct bs_fault, bs)->fail_nth = 0;
+		container_of(bs, struct bs_fault, bs)->sticky = false;
+	}
+}
+
 static const struct bs_ops bs_fault_ops = {
 	.name = "fault",
 	.submit = fault_submit,

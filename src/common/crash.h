@@ -3,7 +3,9 @@
  * (src/md, src/bm) call it before each write of theirs; when the point is the
  * chosen one, it leaves what a real crash could have left of that write (a
  * torn subset of its sectors), of the unflushed data writes, and kills the
- * process. Otherwise it returns and the write goes on as usual. */
+ * process. A hook may also fail the write instead (the fault loops of the
+ * unit tests): it then returns -errno, which the writer takes as the
+ * write's result. Otherwise it returns 0 and the write goes on as usual. */
 #ifndef TANDEM_CRASH_H
 #define TANDEM_CRASH_H
 
@@ -11,16 +13,15 @@
 #include <stdint.h>
 
 struct crash_hook {
-	void (*point)(struct crash_hook *h, const char *what, int fd, const void *buf, size_t len,
-		      uint64_t off);
+	int (*point)(struct crash_hook *h, const char *what, int fd, const void *buf, size_t len,
+		     uint64_t off);
 };
 
-/* h may be NULL (no crash simulation): nothing happens. */
-static inline void crash_point(struct crash_hook *h, const char *what, int fd, const void *buf,
-			       size_t len, uint64_t off)
+/* h may be NULL (no crash simulation): 0. */
+static inline int crash_point(struct crash_hook *h, const char *what, int fd, const void *buf,
+			      size_t len, uint64_t off)
 {
-	if (h)
-		h->point(h, what, fd, buf, len, off);
+	return h ? h->point(h, what, fd, buf, len, off) : 0;
 }
 
 #endif

@@ -107,8 +107,10 @@ static int write_slot(struct md *md, unsigned slot)
 	ssize_t n;
 
 	md_encode(&md->sb, buf);
-	crash_point(md->crash, "superblock write", md->fd, buf, sizeof(buf),
-		    (uint64_t)slot * TANDEM_MD_SLOT_SIZE);
+	n = crash_point(md->crash, "superblock write", md->fd, buf, sizeof(buf),
+			(uint64_t)slot * TANDEM_MD_SLOT_SIZE);
+	if (n < 0)
+		return (int)n;
 	n = pwrite(md->fd, buf, sizeof(buf), (off_t)slot * TANDEM_MD_SLOT_SIZE);
 	if (n < 0)
 		return -errno;
@@ -310,8 +312,12 @@ int md_meta_write(struct md *md, const uint8_t *buf, size_t len)
 	h.crc = htole32(meta_crc(&h, buf, (uint32_t)len));
 	memcpy(img, &h, sizeof(h));
 	memcpy(img + sizeof(h), buf, len);
-	crash_point(md->crash, "attribute write", md->fd, img, total,
-		    (uint64_t)TANDEM_MD_META_OFFSET + (uint64_t)slot * TANDEM_MD_META_SLOT);
+	n = crash_point(md->crash, "attribute write", md->fd, img, total,
+			(uint64_t)TANDEM_MD_META_OFFSET + (uint64_t)slot * TANDEM_MD_META_SLOT);
+	if (n < 0) {
+		free(img);
+		return (int)n;
+	}
 	n = pwrite(md->fd, img, total, (off_t)TANDEM_MD_META_OFFSET + (off_t)slot * TANDEM_MD_META_SLOT);
 	free(img);
 	if (n < 0)

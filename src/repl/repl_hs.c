@@ -485,10 +485,12 @@ static int run_state(struct rconn *c, const struct repl_msg *m)
 		}
 	}
 	if (r->rstate == RR_ESTABLISHED && m->u.state.role == REPL_ROLE_PRIMARY &&
-	    r->peer.disk == VOL_INCONSISTENT && m->u.state.disk == VOL_UPTODATE &&
-	    r->v->disk == VOL_UPTODATE) {
+	    (r->peer.disk == VOL_INCONSISTENT || vol_disk_gone(r->peer.disk)) &&
+	    m->u.state.disk == VOL_UPTODATE && r->v->disk == VOL_UPTODATE) {
 		/* P4: the primary filled its disk from this copy, by the marks
-		 * of both (the handshake merged them): none is left */
+		 * of both (the handshake merged them): none is left. (A short
+		 * fill ends between two STATEs: the peer's disk may go from
+		 * diskless to uptodate in one.) */
 		bm_clear_all_oos(r->bm);
 		bm_flush(r->bm, NULL);
 	}

@@ -643,6 +643,15 @@ static void rs_pump(struct repl *r)
 {
 	if (!peer_ready(r))
 		return;
+	if (r->rstate == RR_SYNCSOURCE && vol_disk_gone(r->v->disk)) {
+		/* The source's disk failed during the resync: nothing more can
+		 * be read for it (every read would fail at once, without end).
+		 * The handshake decides again; the marks stay. */
+		if (r->conn && conn_usable(r->conn))
+			conn_fail(r->conn, "the disk here failed during the resync to %s",
+				  peer_name(r));
+		return;
+	}
 	if (r->rstate == RR_SYNCSOURCE) {
 		ctl_arm(r);
 		if (r->rs_cap) {

@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 
 #include "../../include/proto/repl.h"
+#include "../../src/common/crash.h"
 #include "../../src/config/config.h"
 #include "../../src/md/md.h"
 #include "../../src/repl/repl.h"
@@ -1079,6 +1080,239 @@ static void test_compressed_without_feature(void **state)
 	pair_close(&p);
 }
 
+/* ---- fault loops ----
+ * One scenario run again and again, each time with the nth operation of
+ * one kind failing (n = 1, 2, ...), until a run in which it never came: the
+ * scenario passed without the fault. Kinds: an operation of a node's data
+ * store (read, write, flush: EIO once; on-io-error = detach fails the
+ * disk), a metadata write of a node (superblock, attributes, bitmap
+ * pages: EIO), a send on the replication link (the connection breaks).
+ * The scenario: a pair in sync; a writes 12 blocks over several activity
+ * log extents, flushes, reads one back; the link is cut; a writes 6 more;
+ * the link returns and the marked regions are resynced. Then whatever the
+ * fault failed is healed (a failed disk is attached again: a new RAM
+ * store, filled from the peer) and the pair must come back in sync.
+ * Properties of every run: no request hangs; a write that succeeded is on
+ * every node whose disk is up to date, and after healing on both, the two
+ * data areas identical; at least one node stays up to date. A node whose
+ * metadata failed cannot be healed in the process (V4: restart); then the
+ * other node must hold every write that succeeded. */
+
+#define FL_WRITES 18
+#define FL_MAX 400 /* no scenario has this many operations of one kind */
+
+enum fl_kind { FL_STORE, FL_META, FL_SEND };
+
+struct fl_hook { /* fails the nth metadata write of a node */
+	struct crash_hook h;
+	unsigned n, seen;
+};
+
+static int fl_point(struct crash_hook *h, const char *what, int fd, const void *buf, size_t len,
+		    uint64_t off)
+{
+	struct fl_hook *f = container_of(h, struct fl_hook, h);
+	(void)what;
+	(void)fd;
+	(void)buf;
+	(void)len;
+	(void)off;
+	return ++f->seen == f->n ? -EIO : 0;
+}
+
+struct fl_io {
+	struct vol_io io;
+	int res, done;
+	uint8_t *buf;
+};
+
+static void fl_cb(struct vol_io *io, int res)
+{
+	struct fl_io *f = container_of(io, struct fl_io, io);
+	f->res = res;
+	f->done++;
+}
+
+static void fl_submit(struct pair *p, struct fl_io *f, enum bs_op type, uint64_t off, uint8_t fill)
+{
+	memset(f, 0, sizeof(*f));
+	f->buf = aligned_alloc(4096, 8 * KIB);
+	assert_non_null(f->buf);
+	memset(f->buf, fill, 8 * KIB);
+	f->io.type = type;
+	f->io.off = off;
+	f->io.len = type == BS_FLUSH ? 0 : 8 * KIB;
+	f->io.buf = type == BS_FLUSH ? NULL : f->buf;
+	f->io.cb = fl_cb;
+	vol_submit(p->n[NA].v, &f->io);
+}
+
+static uint64_t fl_off(unsigned k)
+{
+	return (uint64_t)k * 200 * KIB; /* 18 blocks over 14 extents of 256 KiB */
+}
+
+/* Whether node i holds block k as written. */
+static bool fl_has(struct pair *p, unsigned i, unsigned k)
+{
+	uint8_t buf[8 * KIB];
+
+	eng_read(p->ev, p->n[i].v, fl_off(k), sizeof(buf), buf);
+	for (size_t j = 0; j < sizeof(buf); j++)
+		if (buf[j] != (uint8_t)(0x40 + k))
+			return false;
+	return true;
+}
+
+/* One run with the nth operation of kind (store: of type op) on node x
+ * failing; returns whether the fault came. */
+static bool fl_run(enum fl_kind kind, unsigned x, enum bs_op op, unsigned n)
+{
+	struct pair p;
+	struct fl_io w[FL_WRITES], fl, rd;
+	struct fl_hook hook = { .h.point = fl_point, .n = n };
+	struct bs *fault = NULL;
+	bool fired, healable;
+	char msg[256];
+
+	connect_empty_pair(&p);
+	if (kind == FL_STORE) {
+		assert_int_equal(bs_fault_open(p.n[x].v->bs, op, n, false, EIO, &fault), 0);
+		p.n[x].v->bs = fault;
+	} else if (kind == FL_META) {
+		p.n[x].v->md->crash = &hook.h;
+	} else {
+		stub_fail_send(n, -EPIPE);
+	}
+	for (unsigned k = 0; k < 12; k++)
+		fl_submit(&p, &w[k], BS_WRITE, fl_off(k), (uint8_t)(0x40 + k));
+	fl_submit(&p, &fl, BS_FLUSH, 0, 0);
+	WAIT_FOR(&p, fl.done);
+	fl_submit(&p, &rd, BS_READ, fl_off(3), 0);
+	WAIT_FOR(&p, rd.done);
+	if (a_conn())
+		stub_break(a_conn(), -ECONNRESET);
+	for (unsigned k = 12; k < FL_WRITES; k++)
+		fl_submit(&p, &w[k], BS_WRITE, fl_off(k), (uint8_t)(0x40 + k));
+	for (unsigned k = 0; k < FL_WRITES; k++)
+		WAIT_FOR(&p, w[k].done); /* no hang */
+	run_for(&p, 300);                /* the redial, the resync, or the fault's outcome */
+
+	fired = kind == FL_STORE  ? bs_fault_count(fault) >= n
+		: kind == FL_META ? hook.seen >= n
+				  : stub_send_fault_fired();
+	p.n[x].v->md->crash = NULL;
+	stub_fail_send(0, 0);
+	if (fault)
+		bs_fault_disarm(fault); /* (what follows reads and heals) */
+	if (getenv("FL_DEBUG"))
+		print_message("kind %d node %c op %d n %u: fired %d, a %s%s, b %s%s, in sync %d\n",
+			      kind, 'a' + x, op, n, fired, vol_disk_name(p.n[NA].v->disk),
+			      p.n[NA].v->md_failed ? " (metadata failed)" : "",
+			      vol_disk_name(p.n[NB].v->disk),
+			      p.n[NB].v->md_failed ? " (metadata failed)" : "", in_sync(&p));
+	/* A write that succeeded is on every node whose disk is up to date.
+	 * With the link cut, a fault on the node writing alone is a second
+	 * failure: its failed disk (data area intact, only failed to write)
+	 * or a disk whose metadata failed (only a restart brings it back,
+	 * V4) is then the only copy, and must hold every such write. */
+	healable = p.n[NA].v->disk == VOL_UPTODATE || p.n[NB].v->disk == VOL_UPTODATE;
+	for (unsigned i = 0; i < 2; i++) {
+		bool mine = (p.n[i].v->md_failed || p.n[i].v->disk == VOL_FAILED) &&
+			    p.n[!i].v->disk != VOL_UPTODATE;
+		if (p.n[i].v->md_failed)
+			healable = false;
+		if (!mine && (p.n[i].v->disk != VOL_UPTODATE || (i == NB && !in_sync(&p))))
+			continue;
+		for (unsigned k = 0; k < FL_WRITES; k++)
+			if (w[k].res == 0 && !fl_has(&p, i, k))
+				fail_msg("kind %d node %c op %d n %u: block %u lost on %c", kind,
+					 'a' + x, op, n, k, 'a' + i);
+	}
+	/* heal: a failed disk is attached again (a new RAM store) */
+	for (unsigned i = 0; i < 2 && healable; i++) {
+		struct repl *r = p.n[i].v->repl;
+		uint64_t t0 = now_ns();
+		while (vol_disk_gone(p.n[i].v->disk)) {
+			int e = repl_attach(r, NULL, msg, sizeof(msg));
+			if (e == 0)
+				break;
+			if (e != -EAGAIN)
+				fail_msg("attach on %c: %s", 'a' + i, msg);
+			if (now_ns() - t0 > WAIT_MS * ENG_MS)
+				fail_msg("attach on %c: %s (timed out)", 'a' + i, msg);
+			pass(&p);
+		}
+	}
+	if (healable) {
+		uint64_t t0 = now_ns();
+		while (!(in_sync(&p) && p.n[NA].v->disk == VOL_UPTODATE)) {
+			if (now_ns() - t0 > WAIT_MS * ENG_MS) {
+				char ma[256] = "", mb[256] = "";
+				struct repl_status sa = status(&p, NA), sb = status(&p, NB);
+				repl_in_sync(p.n[NA].v->repl, ma, sizeof(ma));
+				repl_in_sync(p.n[NB].v->repl, mb, sizeof(mb));
+				fail_msg(
+					"kind %d node %c op %d n %u: not back in sync: a %s rep %d "
+					"oos %llu (%s); b %s rep %d oos %llu (%s)",
+					kind, 'a' + x, op, n, vol_disk_name(p.n[NA].v->disk),
+					sa.rep, (unsigned long long)sa.out_of_sync_bytes, ma,
+					vol_disk_name(p.n[NB].v->disk), sb.rep,
+					(unsigned long long)sb.out_of_sync_bytes, mb);
+			}
+			pass(&p);
+		}
+		assert_same_data(&p);
+		for (unsigned k = 0; k < FL_WRITES; k++)
+			if (w[k].res == 0 && !fl_has(&p, NA, k))
+				fail_msg("kind %d node %c op %d n %u: block %u lost after healing",
+					 kind, 'a' + x, op, n, k);
+	}
+	for (unsigned k = 0; k < FL_WRITES; k++)
+		free(w[k].buf);
+	free(fl.buf);
+	free(rd.buf);
+	pair_close(&p);
+	return fired;
+}
+
+/* n = 1, 2, ... until a run without the fault; returns how many ran. */
+static unsigned fl_loop(enum fl_kind kind, unsigned x, enum bs_op op)
+{
+	unsigned n = 1;
+
+	while (fl_run(kind, x, op, n)) {
+		n++;
+		assert_true(n < FL_MAX);
+	}
+	print_message("fault loop kind %d node %c op %d: %u faulted runs\n", kind, 'a' + x, op,
+		      n - 1);
+	return n - 1;
+}
+
+static void test_fault_loop_store(void **state)
+{
+	(void)state;
+	for (unsigned x = 0; x < 2; x++) {
+		assert_true(fl_loop(FL_STORE, x, BS_WRITE) > 0);
+		assert_true(fl_loop(FL_STORE, x, BS_FLUSH) > 0);
+	}
+	assert_true(fl_loop(FL_STORE, NA, BS_READ) > 0);
+}
+
+static void test_fault_loop_meta(void **state)
+{
+	(void)state;
+	for (unsigned x = 0; x < 2; x++)
+		assert_true(fl_loop(FL_META, x, BS_WRITE) > 0);
+}
+
+static void test_fault_loop_send(void **state)
+{
+	(void)state;
+	assert_true(fl_loop(FL_SEND, NA, BS_WRITE) > 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1098,6 +1332,9 @@ int main(void)
 		cmocka_unit_test(test_compressed_resync),
 		cmocka_unit_test(test_compressed_garbage),
 		cmocka_unit_test(test_compressed_without_feature),
+		cmocka_unit_test(test_fault_loop_store),
+		cmocka_unit_test(test_fault_loop_meta),
+		cmocka_unit_test(test_fault_loop_send),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

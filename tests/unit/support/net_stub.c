@@ -34,6 +34,9 @@ static struct {
 	} ls[MAX_LISTENERS];
 	unsigned nls;
 	bool accepting;
+	unsigned send_fault; /* the send (of any connection) that breaks it; 0 none */
+	int send_err;
+	bool send_fault_fired;
 } S;
 
 static void grow(uint8_t **buf, size_t *cap, size_t need)
@@ -540,12 +543,37 @@ void net_rx_resume(struct net_conn *c)
 	ev_defer(c->ev, &stub_find(c)->deliver);
 }
 
+static void send_fault(struct net_conn *c)
+{
+	struct stub_conn *s;
+
+	if (!S.send_fault || --S.send_fault)
+		return;
+	S.send_fault_fired = true;
+	s = stub_find(c);
+	if (s && !s->broken)
+		stub_break(s, S.send_err); /* delivered from the loop, as a failed send */
+}
+
+void stub_fail_send(unsigned nth, int err)
+{
+	S.send_fault = nth;
+	S.send_err = err;
+	S.send_fault_fired = false;
+}
+
+bool stub_send_fault_fired(void)
+{
+	return S.send_fault_fired;
+}
+
 void net_send(struct net_conn *c, struct net_tx *tx)
 {
 	if (c->closed) {
 		tx->done(tx, -ECONNRESET);
 		return;
 	}
+	send_fault(c);
 	tx->next = NULL;
 	*c->txq_tail = tx;
 	c->txq_tail = &tx->next;
@@ -558,6 +586,7 @@ void net_send_bulk(struct net_conn *c, struct net_tx *tx)
 		tx->done(tx, -ECONNRESET);
 		return;
 	}
+	send_fault(c);
 	tx->next = NULL;
 	*c->bulk_tail = tx;
 	c->bulk_tail = &tx->next;

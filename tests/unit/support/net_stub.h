@@ -39,6 +39,11 @@ struct stub_conn {
 
 /* Frees every record; call once the engines have destroyed their connections. */
 void stub_reset(void);
+/* Fault loops: the nth net_send / net_send_bulk from now, of any
+ * connection, breaks that connection with err (both ends, delivered from
+ * the loop, as a failed send would). stub_send_fault_fired: whether it came. */
+void stub_fail_send(unsigned nth, int err);
+bool stub_send_fault_fired(void);
 /* Frees the records of destroyed connections only (listeners stay): for a
  * long-running user such as a fuzz harness. */
 void stub_forget_closed(void);
