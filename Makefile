@@ -6,10 +6,15 @@ SHELL := /bin/bash
 PREFIX ?= /usr/local
 CC ?= cc
 SAN ?= 0
+COV ?= 0
 ifeq ($(SAN),1)
 B := build/asan
 SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 OPT := -O1
+else ifeq ($(COV),1)
+B := build/cov
+SANFLAGS := --coverage
+OPT := -O0
 else
 B := build
 SANFLAGS :=
@@ -36,7 +41,7 @@ BINS := $(B)/tandemd $(B)/tandemctl $(B)/tandem-witness
 
 # deps-check is order-only for objects: it runs first, even with -j, but never
 # forces a rebuild.
-.PHONY: all deps deps-check test test-one build-tests unit integration fuzz fuzz-build fuzz-run fuzz-long run install clean bench soak soak-load lint model
+.PHONY: coverage all deps deps-check test test-one build-tests unit integration fuzz fuzz-build fuzz-run fuzz-long run install clean bench soak soak-load lint model
 all: deps-check $(BINS)
 
 # Installs the Debian packages the build and tests need (only when missing).
@@ -170,6 +175,17 @@ bench: all
 	@bash bench/host-failure.sh
 	@bash bench/seed-wan.sh
 	@bash bench/latency-rtt.sh
+
+# Line and branch coverage (gcov) of bs, md, bm, vol and repl: the unit tests
+# (with the fault loops) and the disk-failure, crash and resync integration
+# tests on a --coverage build in build/cov (COVERAGE_TESTS to change them).
+COVERAGE_TESTS ?= 210 780 781 782 783 796 797 798
+coverage:
+	@$(MAKE) --no-print-directory COV=1 -j$(NPROC) all build-tests
+	@find build/cov -name '*.gcda' -delete
+	@bash tests/run-unit.sh build/cov
+	@bash tests/run-integration.sh build/cov $(COVERAGE_TESTS) || true
+	@bash scripts/coverage.sh build/cov src/bs src/md src/bm src/vol src/repl
 
 # Random fault schedules on real clusters with a witness (tests/soak): kills,
 # freezes, link cuts, disk errors, slow disks and simulated crashes.

@@ -353,7 +353,7 @@ int repl_attach(struct repl *r, const char *path, char *msg, size_t len)
 	if (v->role == VOL_PRIMARY) {
 		/* P1-P4: it keeps serving, and fills the disk from the peer */
 		if (vol_disk_gone(v->disk) && !peer_serves(r) && !path && v->data_path[0] &&
-		    !r->peer_only && !r->pulling) {
+		    !(r->peer_only && r->peer_only_fails == v->disk_fails) && !r->pulling) {
 			/* P7: no peer to fill from, but no write went only to
 			 * the peer since the disk failed: the old disk holds
 			 * every acknowledged write (those that failed on it

@@ -286,6 +286,7 @@ struct repl {
 	bool pulling, pull_flushing, pull_paused;
 	bool peer_only;         /* since the disk failed (or a fill began), some write's only copy
 			  went to the peer: the old disk alone is not complete */
+	unsigned peer_only_fails; /* ... the v->disk_fails it was set under (P7) */
 	bool pull_resync;       /* P6: stopped by a demotion; a resync is to fill the disk */
 	unsigned pull_fg_reads; /* client reads through the peer in flight (the controller's) */
 	int pull_err;           /* a piece failed in this pass */

@@ -25,9 +25,12 @@
  *       mark kept. A failed piece pauses the fill until the next tick.
  *   P7. peer_only is set by every write whose only copy went to the peer
  *       (the disk gone or being filled) and by a fill's start, and cleared
- *       when a fill ends (P4). While it is clear, the old disk holds every
- *       acknowledged write: `attach` without --disk puts it back in
- *       service at once when no peer can fill it (repl_attach). */
+ *       when a fill ends (P4); it counts only for the disk failure it was
+ *       set under (peer_only_fails: a fill stopped by a demotion, then a
+ *       resync as secondary, leaves it set). While it does not count, the
+ *       old disk holds every acknowledged write since its last failure:
+ *       `attach` without --disk puts it back in service at once when no
+ *       peer can fill it (repl_attach). */
 #include "repl_int.h"
 
 #include <errno.h>
@@ -153,6 +156,8 @@ static void pull_kick(struct repl *r)
 	if (r->pulling && !r->pull_inflight && !r->pull_flushing && !pull_may(r)) {
 		r->pulling = false; /* P6: demoted, or the new disk failed too */
 		r->pull_resync = r->v->role != VOL_PRIMARY;
+		/* P7: a disk that failed half filled is not complete either */
+		r->peer_only_fails = r->v->disk_fails;
 		log_warn("volume %s: filling the attached disk stopped: %s", r->v->name,
 			 r->v->role != VOL_PRIMARY ? "no longer primary" : "the disk failed");
 		return;
@@ -268,6 +273,7 @@ int pull_start(struct repl *r, bool all)
 	bm_flush(r->bm, NULL);
 	r->pulling = true;
 	r->peer_only = true; /* P7: the disk lacks what the fill brings */
+	r->peer_only_fails = r->v->disk_fails;
 	r->pull_err = 0;
 	r->pull_cursor = 0;
 	r->pull_bytes = 0;

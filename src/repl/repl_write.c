@@ -96,8 +96,10 @@ static void fg_finish(struct repl *r, struct vol_io *io)
 	    (vol_disk_gone(r->v->disk) || r->pulling || io->rep.lres == -ENODEV) &&
 	    (!r->cfg->io_error_pass_on || r->pulling)) {
 		io->rep.lres = 0;
-		if (io->type != BS_FLUSH)
+		if (io->type != BS_FLUSH) {
 			r->peer_only = true; /* P7 */
+			r->peer_only_fails = r->v->disk_fails;
+		}
 	}
 	if (io->rep.lres == -ENODEV)
 		io->rep.lres = -EIO; /* (what a client is told) */

@@ -142,6 +142,8 @@ static void set_disk(struct vol *v, enum vol_disk d, bool opening)
 	}
 	log_warn("volume %s: disk %s -> %s", v->name, vol_disk_name(v->disk), vol_disk_name(d));
 	vol_event(v, "disk", vol_disk_name(v->disk), vol_disk_name(d), NULL);
+	if (d == VOL_FAILED)
+		v->disk_fails++;
 	v->disk = d;
 	if (!v->md)
 		return;

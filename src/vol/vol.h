@@ -148,6 +148,7 @@ struct vol {
 	uint32_t min_block; /* alignment required of READ/WRITE offset and length */
 	enum vol_role role;
 	enum vol_disk disk;
+	unsigned disk_fails; /* times the disk went failed (set_disk counts them) */
 	struct bs *bs;
 	struct md *md;
 	struct ev_loop *ev;
