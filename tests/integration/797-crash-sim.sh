@@ -4,8 +4,9 @@
 # crash point (a data write, a flush, a superblock, attribute or bitmap page
 # write) the node dies, leaving a prefix of its unflushed writes, the next
 # one torn, and the metadata write at that point torn. The stamped checker
-# (tests/tools/checker.py) writes over NBD throughout, with a flush every 16
-# writes, failing over between the nodes by itself. Rounds, each from a seed
+# (tests/tools/checker.py) writes throughout, over NBD in some rounds and
+# iSCSI in others, with a flush every 16 writes, failing over between the
+# nodes by itself. Rounds, each from a seed
 # printed in the log (CRASH_SEED=N replays them):
 #   - the secondary crashes; it restarts from what the crash left, is
 #     resynced, and the replicas end identical;
@@ -25,9 +26,13 @@ need python3
 
 export VOL_SIZE=64M
 write_config3 "$T/cluster.ini"
+IQN=iqn.2026-11.org.tandem:it.vol0
+declare -A ISCP=()
 for n in a b; do
-	sed -i "s|^nbd = 127.0.0.1:${NBDP[$n]}\$|&\nfault-injection = on|" "$CFG"
+	ISCP[$n]=$(free_port)
+	sed -i "s|^nbd = 127.0.0.1:${NBDP[$n]}\$|&\nfault-injection = on\niscsi = 127.0.0.1:${ISCP[$n]}|" "$CFG"
 done
+[ "$(grep -c '^iscsi = ' "$CFG")" = 2 ] || fail "iscsi lines not in the config"
 [ "$(grep -c '^fault-injection = on' "$CFG")" = 2 ] || fail "fault-injection not in the config"
 start_trio
 wait_for a "p['disk'] == 'uptodate'" 30
@@ -53,10 +58,17 @@ died()
 	grep 'simulated crash at point' "$T/$n.log" | tail -n 1 | sed 's/^.*tandemd warning: //' >&2
 }
 
+# checker_start SEED: the checker over NBD, or with PROTO=iscsi over iSCSI
+# (the same blocks: the state file is shared)
 checker_start()
 {
+	local nodes="127.0.0.1:${NBDP[a]},127.0.0.1:${NBDP[b]}" iscsi=()
+	if [ "${PROTO:-nbd}" = iscsi ]; then
+		nodes="127.0.0.1:${ISCP[a]},127.0.0.1:${ISCP[b]}"
+		iscsi=(--iqn "$IQN")
+	fi
 	rm -f "$T/stop"
-	python3 "$TANDEM_TOOLS/checker.py" run --nodes "127.0.0.1:${NBDP[a]},127.0.0.1:${NBDP[b]}" \
+	python3 "$TANDEM_TOOLS/checker.py" run --nodes "$nodes" "${iscsi[@]}" \
 		--blocks $BLOCKS --state "${STATE:-$T/check.json}" --first "${FIRST:-0}" \
 		--seed "$1" --flush-every 16 \
 		--timeout 5 --resume --stop "$T/stop" >"$T/checker.out" 2>"$T/checker.err" &
@@ -84,7 +96,7 @@ verify()
 # a round: VICTIM (primary or secondary) crashes at a point of KIND
 crash_round()
 {
-	local victim=$1 kind=$2 role after cseed
+	local victim=$1 kind=$2 role after cseed proto=${3:-nbd}
 	round=$((round + 1))
 	primary=a secondary=b
 	if [ "$(jfield b "v['role']")" = primary ]; then
@@ -95,8 +107,8 @@ crash_round()
 	if [ "$victim" = secondary ]; then victim=$secondary; else victim=$primary; fi
 	after=$((RANDOM % 400))
 	cseed=$((RANDOM * 32768 + RANDOM))
-	log "round $round: $victim ($role) crashes at $kind point $((after + 1)), seed $cseed"
-	checker_start "$((seed + round))"
+	log "round $round: $victim ($role) crashes at $kind point $((after + 1)), seed $cseed, the checker over $proto"
+	PROTO=$proto checker_start "$((seed + round))"
 	ctl_on "$victim" inject vol0 crash --at "$kind" --after "$after" --seed "$cseed" \
 		>/dev/null || fail "inject crash refused"
 	died "$victim"
@@ -116,9 +128,9 @@ crash_round()
 round=0
 if [ -z "${CRASH_META_ONLY:-}" ]; then
 	crash_round secondary any
-	crash_round primary write
+	crash_round primary write iscsi
 	crash_round secondary flush
-	crash_round primary any
+	crash_round primary any iscsi
 fi
 
 # The primary alone (its peer stopped) crashes at a metadata write: the
