@@ -227,6 +227,7 @@ def checker_verify(c, files):
     for line in r.stderr.splitlines():
         if "blocks wrong" in line:
             wrong = max(wrong, int(line.split(":")[1].split()[0]))
+            sys.stderr.write("checker: " + line + "\n")
     if r.returncode and not wrong:
         wrong = 1  # no acknowledged write at all, or it could not read
         sys.stderr.write(r.stderr)
@@ -240,6 +241,7 @@ def check(log, salt, files):
     for line in r.stderr.splitlines():
         if "acknowledged writes missing" in line:
             lost = max(lost, int(line.split(":")[1].split()[0]))
+            sys.stderr.write("%s: %s\n" % (os.path.basename(log), line))
     return lost
 
 
