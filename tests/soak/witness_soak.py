@@ -154,12 +154,12 @@ class Cluster:
         file; `attach` waits for requests still on the old one)."""
         if not self.running(n):
             return
-        self.ctl(n, "inject", "vol0", "slow", "--ms", "0")
+        self.ctl(n, "inject", "vol0", "slow", "--ms", "0", timeout=5)
         for _ in range(100):
             st = self.status(n)
             if not st or st["disk"] not in ("failed", "diskless"):
                 return
-            self.ctl(n, "attach", "vol0")
+            self.ctl(n, "attach", "vol0", timeout=5)
             time.sleep(0.1)
 
     def ctl(self, n, *args, out=False, timeout=60):
@@ -325,16 +325,16 @@ def schedule(c, k, rng, args):
                     pending.append((now + dur, "cont", n))
             elif kind.startswith("disk-error-") and prim:
                 n = prim if kind.endswith("primary") else sec
-                c.ctl(n, "inject", "vol0", "write")
+                c.ctl(n, "inject", "vol0", "write", timeout=5)
                 pending.append((now + dur, "heal", n))
             elif kind.startswith("slow-") and prim:
                 n = prim if kind.endswith("primary") else sec
-                c.ctl(n, "inject", "vol0", "slow", "--ms", "300")
+                c.ctl(n, "inject", "vol0", "slow", "--ms", "300", timeout=5)
                 pending.append((now + dur, "heal", n))
             elif kind.startswith("crash-") and prim:
                 n = prim if kind.endswith("primary") else sec
                 c.ctl(n, "inject", "vol0", "crash", "--after", str(rng.randrange(300)),
-                      "--seed", str(rng.randrange(1 << 30)))
+                      "--seed", str(rng.randrange(1 << 30)), timeout=5)
                 pending.append((now + dur, "crashed", n))
             elif kind == "kill-primary" and prim:
                 c.kill(prim)
@@ -373,10 +373,15 @@ def schedule(c, k, rng, args):
         c.link(ln, "restore")
         c.link(ln, "delay", "0")
     stuck = True
-    for _ in range(900):
+    for i in range(900):
         if c.settled():
             stuck = False
             break
+        if i % 20 == 19:
+            # a disk may fail after its fault ended (an inject sent to a
+            # frozen node takes effect when it resumes): heal it then
+            for n in ("a", "b"):
+                c.heal_disk(n)
         time.sleep(0.1)
     open(os.path.join(c.w, "stop"), "w").close()
     for p in cl:
