@@ -44,6 +44,7 @@ import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nbdclient import Conn  # noqa: E402
+import iscsiclient  # noqa: E402
 
 MAGIC = b"TNDMCHK1"
 
@@ -67,55 +68,6 @@ def unstamp(data, bs):
     return block, version
 
 
-class Iscsi:
-    """WRITE(10) / READ(10) / SYNCHRONIZE CACHE(10) on one session."""
-
-    def __init__(self, host, port, iqn, timeout):
-        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                        "..", "integration"))
-        import iscsi_initiator as ii
-        self.ii = ii
-        ii.CONNECT_TIMEOUT = min(5, timeout)
-        try:
-            # (the portals of the tests are on loopback: the host is not used)
-            self.sess = ii.Session(port, iqn, initiator="iqn.2026-12.test:checker")
-        except SystemExit:
-            raise ConnectionError("login failed")
-        if self.sess.login_status != (0, 0):
-            raise ConnectionError("login refused")
-        self.sess.s.settimeout(timeout)
-
-    def close(self):
-        try:
-            self.sess.s.close()
-        except Exception:
-            pass
-
-    def req(self, cmd, off, length, data=b""):
-        if cmd == 3:
-            cdb = struct.pack(">BBIBHB", 0x35, 0, 0, 0, 0, 0)
-        else:
-            cdb = struct.pack(">BBIBHB", 0x2a if cmd == 1 else 0x28, 0, off // 512, 0,
-                              length // 512, 0)
-        for _ in range(8):
-            try:
-                if cmd == 1:
-                    st, _, sense, _ = self.sess.cmd(cdb, edtl=length, data=data)
-                elif cmd == 3:
-                    st, _, sense, _ = self.sess.cmd(cdb, edtl=0)
-                else:
-                    st, rd, sense, _ = self.sess.cmd(cdb, edtl=length, read=True)
-            except SystemExit:
-                raise ConnectionError("session failed")
-            k = self.ii.sense_key(sense) if st else None
-            if st == 0:
-                return rd if cmd == 0 else None
-            if k and k[0] == 6:
-                continue  # unit attention: once more
-            raise IOError("status 0x%02x sense %s" % (st, k))
-        raise IOError("unit attentions without end")
-
-
 class Nbd(Conn):
     def close(self):
         try:
@@ -129,7 +81,10 @@ def nodes_of(arg):
 
 
 def connect(node, iqn, timeout):
-    return Iscsi(node[0], node[1], iqn, timeout) if iqn else Nbd(node[0], node[1], timeout)
+    if iqn:
+        return iscsiclient.Conn(node[0], node[1], iqn, timeout,
+                                initiator="iqn.2026-12.test:checker", connect_max=5, ua_retries=8)
+    return Nbd(node[0], node[1], timeout)
 
 
 def save(path, st):

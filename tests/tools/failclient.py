@@ -23,13 +23,12 @@ import argparse
 import hashlib
 import json
 import os
-import socket
-import struct
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nbdclient import Conn  # noqa: E402
+import iscsiclient  # noqa: E402
 
 
 SALT = b""
@@ -40,43 +39,8 @@ def pattern(off, bs):
     return d * (bs // len(d))
 
 
-class IscsiConn:
-    """The same requests over iSCSI (tests/integration/iscsi_initiator.py):
-    WRITE(10) / READ(10) of whole 512-byte blocks; a unit attention is
-    answered by sending the command again on the same session."""
-
-    def __init__(self, host, port, iqn, timeout=30):
-        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                        "..", "integration"))
-        import iscsi_initiator as ii
-        self.ii = ii
-        ii.CONNECT_TIMEOUT = min(20, timeout)
-        try:
-            self.sess = ii.Session(port, iqn, initiator="iqn.2026-12.test:failclient")
-        except SystemExit:
-            raise ConnectionError("login failed")
-        if self.sess.login_status != (0, 0):
-            raise ConnectionError("login refused")
-        self.sess.s.settimeout(timeout)
-
-    def req(self, cmd, off, length, data=b""):
-        lba, n = off // 512, length // 512
-        cdb = struct.pack(">BBIBHB", 0x2a if cmd == 1 else 0x28, 0, lba, 0, n, 0)
-        for _ in range(4):
-            try:
-                if cmd == 1:
-                    st, _, sense, _ = self.sess.cmd(cdb, edtl=length, data=data)
-                else:
-                    st, rd, sense, _ = self.sess.cmd(cdb, edtl=length, read=True)
-            except SystemExit:
-                raise ConnectionError("session failed")
-            k = self.ii.sense_key(sense) if st else None
-            if st == 0:
-                return None if cmd == 1 else rd
-            if k and k[0] == 6:
-                continue  # unit attention: once more
-            raise IOError("status 0x%02x sense %s" % (st, k))
-        raise IOError("unit attentions without end")
+def IscsiConn(host, port, iqn, timeout=30):
+    return iscsiclient.Conn(host, port, iqn, timeout, initiator="iqn.2026-12.test:failclient")
 
 
 def write(a):
