@@ -53,7 +53,6 @@ struct fwait { /* a flush (or FUA write) waiting for the cache up to seq */
 	uint64_t seq;
 	struct bs_io *parent;
 	struct bs_io io; /* the flush of the store below */
-	struct bs_crash *bc;
 };
 
 struct crd { /* a read of the store below, patched from the cache */
@@ -84,8 +83,6 @@ static uint64_t rnd(struct bs_crash *bc)
 	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
 	return z ^ (z >> 31);
 }
-
-static void pump(struct bs_crash *bc);
 
 static int put(int fd, const uint8_t *data, uint64_t off, uint64_t len)
 {
@@ -288,7 +285,6 @@ static int wait_for(struct bs_crash *bc, struct bs_io *parent)
 		return -ENOMEM;
 	w->seq = bc->seq;
 	w->parent = parent;
-	w->bc = bc;
 	list_add_tail(&bc->waits, &w->link);
 	if (w->seq <= bc->applied)
 		release_waits(bc);

@@ -52,7 +52,13 @@ static void fault_close(struct bs *bs)
 	free(f);
 }
 
-static const struct bs_ops bs_fault_ops;
+static const struct bs_ops bs_fault_ops = {
+	.name = "fault",
+	.submit = fault_submit,
+	.block_status = fault_block_status,
+	.sync = fault_sync,
+	.close = fault_close,
+};
 
 unsigned bs_fault_count(const struct bs *bs)
 {
@@ -61,19 +67,13 @@ unsigned bs_fault_count(const struct bs *bs)
 
 void bs_fault_disarm(struct bs *bs)
 {
+	struct bs_fault *f = container_of(bs, struct bs_fault, bs);
+
 	if (bs->ops == &bs_fault_ops) {
-		container_of(bs, struct bs_fault, bs)->fail_nth = 0;
-		container_of(bs, struct bs_fault, bs)->sticky = false;
+		f->fail_nth = 0;
+		f->sticky = false;
 	}
 }
-
-static const struct bs_ops bs_fault_ops = {
-	.name = "fault",
-	.submit = fault_submit,
-	.block_status = fault_block_status,
-	.sync = fault_sync,
-	.close = fault_close,
-};
 
 int bs_fault_open(struct bs *inner, enum bs_op type, unsigned fail_nth, bool sticky, int err,
 		  struct bs **out)
@@ -106,8 +106,6 @@ struct slow_op {
 	struct bs_io *io;
 	struct bs *inner;
 };
-
-static const struct bs_ops bs_slow_ops;
 
 static void slow_go(struct ev_timer *t)
 {
