@@ -76,7 +76,13 @@ ENGINE_SUPPORT := $(B)/obj/tests/unit/support/net_stub.o
 $(ENGINE_UNIT:%=$(B)/tests/%): $(B)/tests/%: $(B)/obj/tests/unit/%.o $(ENGINE_SUPPORT) \
 		$(B)/libtandem.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $^ $(LDLIBS) -lcmocka -o $@
+	$(CC) $(LDFLAGS) $(if $(filter test_repl_engine,$*),$(ALLOC_FAULT_LDFLAGS)) \
+		$(filter-out %/alloc_fault.o,$^) $(LDLIBS) -lcmocka -o $@
+# test_repl_engine's allocation fault loop: the library's allocations go
+# through tests/unit/support/alloc_fault.c.
+ALLOC_FAULT_LDFLAGS = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=posix_memalign \
+	-Wl,--wrap=strdup $(B)/obj/tests/unit/support/alloc_fault.o
+$(B)/tests/test_repl_engine: $(B)/obj/tests/unit/support/alloc_fault.o
 
 unit: all $(UNIT_BIN)
 	@bash tests/run-unit.sh $(B)

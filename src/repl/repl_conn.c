@@ -770,6 +770,9 @@ int repl_server_new(struct ev_loop *ev, const struct cfg *cfg, unsigned self, st
 	s->srv.on_accept = srv_accept;
 	r = net_srv_listen(&s->srv, ev, cfg->nodes[self].replication);
 	if (r) {
+		for (unsigned i = 0; i < s->nvols; i++) /* no budget outlives s */
+			if (s->vols[i]->repl && cfg->resync_link_rate)
+				s->vols[i]->repl->link = NULL;
 		free(s);
 		return r;
 	}

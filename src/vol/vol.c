@@ -918,8 +918,10 @@ int vol_open(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned ni
 	int r;
 
 	v = calloc(1, sizeof(*v));
-	if (!v)
+	if (!v) {
+		snprintf(err, errlen, "volume %s: out of memory", cv->name);
 		return -ENOMEM;
+	}
 	snprintf(v->name, sizeof(v->name), "%s", cv->name);
 	v->port_self = (uint16_t)(ni + 1);
 	v->size = cv->size;
@@ -1023,6 +1025,7 @@ int vol_open(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned ni
 	v->zero_buf = alloc_aligned(ZERO_CHUNK);
 	if (!v->zero_buf) {
 		r = -ENOMEM;
+		snprintf(err, errlen, "volume %s: out of memory", cv->name);
 		goto fail;
 	}
 	memset(v->zero_buf, 0, ZERO_CHUNK);
