@@ -76,6 +76,7 @@ class Cluster:
         self.b, self.w = build, work
         self.procs = {}
         self.crashes = 0  # simulated crashes that struck
+        self.kept = False  # evidence of a failed schedule was kept
         self.ports = {k: free_port() for k in
                       ("ra", "rb", "na", "nb", "wit", "pab", "paw", "pbw")}
         cfg = os.path.join(work, "c.ini")
@@ -214,7 +215,7 @@ def checker(c, seed):
             ",".join("127.0.0.1:%d" % c.ports["n" + n] for n in "ab"), "--blocks", "2048",
             "--state", os.path.join(c.w, "check.json"), "--resume", "--seed", str(seed),
             "--rate", "200", "--timeout", "3", "--give-up", "600",
-            "--stop", os.path.join(c.w, "stop")]
+            "--stop", os.path.join(c.w, "stop"), "--journal", os.path.join(c.w, "journal")]
     return subprocess.Popen(argv, stdout=subprocess.DEVNULL,
                             stderr=open(os.path.join(c.w, "checker.err"), "a"))
 
@@ -295,14 +296,15 @@ def schedule(c, k, rng, args):
     salt = "s%d-%d" % (args.seed, k)
     os.path.exists(os.path.join(c.w, "stop")) and os.unlink(os.path.join(c.w, "stop"))
     logs = {x: os.path.join(c.w, "acked-%s" % x) for x in ("fo", "a", "b")}
-    for f in logs.values():
+    for f in list(logs.values()) + [os.path.join(c.w, "journal")]:
         open(f, "w").close()
+    marks = {n: log_size(c, n) for n in ("a", "b", "w")}
     region = (k % 8) * (24 << 20) + (8 << 20)
     cl = [client(c, "ab", logs["fo"], region, salt, False),
           client(c, "a", logs["a"], region + (8 << 20), salt, True),
           client(c, "b", logs["b"], region + (16 << 20), salt, True),
           checker(c, args.seed * 100000 + k)]
-    faults = sorted(((rng.uniform(0.3, 2.5), rng.choice(FAULTS), rng.uniform(0.3, 5))
+    faults = sorted(((rng.uniform(0.3, 2.5), rng.choice(args.faults), rng.uniform(0.3, 5))
                      for _ in range(rng.randint(1, 3))))
     crashes = [f for f in faults if f[1].startswith("crash-")]
     if crashes:
@@ -392,13 +394,49 @@ def schedule(c, k, rng, args):
     lost = 0
     if not stuck:
         for n in ("a", "b"):
-            c.ctl(n, "wait-sync", "vol0", "--timeout", "60")
+            if c.ctl(n, "wait-sync", "vol0", "--timeout", "60", timeout=90):
+                # not in sync: what the replicas hold says nothing yet
+                sys.stderr.write("schedule %d: %s not in sync after 60 s\n" % (k, n))
+                stuck = True
+    if not stuck:
         files = [os.path.join(c.w, n, "vol0.img") for n in ("a", "b")]
         for log in logs.values():
             lost += check(log, salt, files)
         lost += checker_verify(c, files)
+    if lost or stuck:
+        keep_evidence(c, k, marks)
     acked = sum(sum(1 for l in open(f) if l[:1].isdigit()) for f in logs.values())
     return names, acked, lost, double, both, stuck
+
+
+def log_size(c, n):
+    try:
+        return os.path.getsize(os.path.join(c.w, "%s.log" % n))
+    except OSError:
+        return 0
+
+
+def keep_evidence(c, k, marks):
+    """A schedule that lost a write or got stuck: its share of each node's
+    log, the checker's journal and state, the client logs and both nodes'
+    status go to fail-K/ in the work directory (kept)."""
+    d = os.path.join(c.w, "fail-%d" % k)
+    os.makedirs(d, exist_ok=True)
+    for n in ("a", "b", "w"):
+        try:
+            with open(os.path.join(c.w, "%s.log" % n), "rb") as f:
+                f.seek(marks[n])
+                open(os.path.join(d, "%s.log" % n), "wb").write(f.read())
+        except OSError:
+            pass
+    for f in ("journal", "check.json", "checker.err", "acked-fo", "acked-a", "acked-b"):
+        if os.path.exists(os.path.join(c.w, f)):
+            shutil.copy(os.path.join(c.w, f), d)
+    for n in ("a", "b"):
+        open(os.path.join(d, "status-%s.json" % n), "w").write(
+            c.ctl(n, "status", "vol0", "--json", out=True, timeout=5))
+    sys.stderr.write("schedule %d: evidence in %s\n" % (k, d))
+    c.kept = True
 
 
 def parallel(a):
@@ -413,6 +451,7 @@ def parallel(a):
                 str(n), "--seed", str(a.seed + j), "--jobs", "1", "--totals", out.name]
         if a.keep:
             argv.append("--keep")
+        argv += ["--faults", ",".join(a.faults)]
         procs.append(subprocess.Popen(argv, stdout=subprocess.PIPE, text=True))
     import threading
 
@@ -458,8 +497,14 @@ def main():
     ap.add_argument("--seed", type=int, default=int(time.time()) % 100000)
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--faults", default=",".join(FAULTS),
+                    help="the fault kinds to draw from (comma-separated; default all)")
     ap.add_argument("--totals", help=argparse.SUPPRESS)
     a = ap.parse_args()
+    a.faults = a.faults.split(",")
+    for f in a.faults:
+        if f not in FAULTS:
+            ap.error("unknown fault %s (known: %s)" % (f, ", ".join(FAULTS)))
     if a.jobs > 1:
         parallel(a)
     rng = random.Random(a.seed)

@@ -4,7 +4,7 @@
   checker.py run --nodes H:P[,H:P...] [--iqn IQN] --blocks N --state FILE
                  [--bs 4096] [--first B] [--seed S] [--count N] [--stop FILE]
                  [--flush-every K] [--timeout S] [--give-up S] [--rate R]
-                 [--resume]
+                 [--resume] [--journal FILE]
       Overwrites blocks chosen at random among N (from block B), one request in
       flight. Every write carries a stamp: (block, version, checksum), the
       version counting the writes to that block. A write counts as attempted
@@ -18,6 +18,9 @@
       acknowledged and attempted version of each block, the counts, the
       gaps) up to date twice a second and at the end. With --resume it goes
       on from the versions FILE holds (a later round on the same blocks).
+      With --journal, one line per request is appended to that file as it
+      is sent and as its reply comes back or it fails (wall time, node,
+      what, block, version): what a lost write's history is read from.
   checker.py verify --state FILE [--nodes H:P[,H:P...] [--iqn IQN]] [--flushed]
                     [IMAGE...]
       Reads every block through each node given and from each image (a data
@@ -109,8 +112,15 @@ def run(a):
     stop = {"now": False}
     signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
     conn, cur, t_fail, last_save = None, 0, None, 0.0
-    t0 = time.monotonic()
+    t0, writes0 = time.monotonic(), st["writes"]
     pending = None  # (kind, block, version)
+    jf = open(a.journal, "a", buffering=1) if a.journal else None
+
+    def journal(what):
+        if jf:
+            jf.write("%s %s:%d %s %s %d %d\n" % (
+                time.strftime("%H:%M:%S", time.localtime()) + ("%.3f" % (time.time() % 1))[1:],
+                nodes[cur][0], nodes[cur][1], what, pending[0], pending[1], pending[2]))
     while True:
         if pending is None:
             if stop["now"] or st["writes"] >= a.count or (a.stop and os.path.exists(a.stop)):
@@ -148,14 +158,18 @@ def run(a):
         kind, b, v = pending
         try:
             if a.rate:
-                ahead = t0 + st["writes"] / a.rate - time.monotonic()
+                # paced from this run's start (with --resume, writes
+                # counts the earlier rounds too)
+                ahead = t0 + (st["writes"] - writes0) / a.rate - time.monotonic()
                 if ahead > 0:
                     time.sleep(ahead)
+            journal("send")
             if kind == "flush":
                 conn.req(3, 0, 0)
             else:
                 conn.req(1, (a.first + b) * a.bs, a.bs, stamp(a.first + b, v, a.bs))
-        except Exception:
+        except Exception as e:
+            journal("fail(%s)" % type(e).__name__)
             conn.close()
             conn = None
             st["reconnects"] += 1
@@ -164,6 +178,7 @@ def run(a):
             cur = (cur + 1) % len(nodes)
             time.sleep(0.05)
             continue
+        journal("ack")
         if t_fail is not None:
             t = time.monotonic()
             st["gaps"].append({"seconds": round(t - t_fail, 3), "node": "%s:%d" % nodes[cur]})
@@ -190,7 +205,11 @@ def verify(a):
         for node in nodes_of(a.nodes):
             sources.append(("%s:%d" % node, connect(node, a.iqn, 30)))
     for path in a.images:
-        sources.append((path, open(path, "rb")))
+        f = open(path, "rb")
+        # what the page cache holds of it goes: the blocks are read from the
+        # file as the node's O_DIRECT writes left it
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+        sources.append((path, f))
     bad = 0
     for name, src in sources:
         wrong, torn = [], 0
@@ -257,6 +276,7 @@ def main():
     r.add_argument("--rate", type=float, default=0)
     r.add_argument("--resume", action="store_true",
                    help="go on from the versions in --state (a later round)")
+    r.add_argument("--journal", help="append each request's send and reply to this file")
     v = sub.add_parser("verify")
     v.add_argument("--state", required=True)
     v.add_argument("--nodes")
