@@ -13,7 +13,7 @@ SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-r
 OPT := -O1
 else ifeq ($(COV),1)
 B := build/cov
-SANFLAGS := --coverage
+SANFLAGS := --coverage -DTANDEM_COVERAGE
 OPT := -O0
 else
 B := build

@@ -19,17 +19,34 @@ if [ ${#bins[@]} -eq 0 ]; then
 	exit 1
 fi
 
-log=$(mktemp "${TMPDIR:-/tmp}/tandem-unit.XXXXXX")
-trap 'rm -f "$log"' EXIT
+logs=$(mktemp -d "${TMPDIR:-/tmp}/tandem-unit.XXXXXX")
+trap 'rm -rf "$logs"' EXIT
 
+# The binaries run side by side (UNIT_JOBS, default the number of CPUs: the
+# engine tests mostly wait on their loop's timers), each into a log of its
+# own; the results are printed in name order.
+jobs=${UNIT_JOBS:-$(nproc 2>/dev/null || echo 2)}
+run=()
 for bin in "${bins[@]}"; do
 	{ [ -x "$bin" ] && [ -f "$bin" ]; } || continue
 	case $bin in *.d | *.o) continue ;; esac
 	name=${bin##*/}
+	run+=("$name")
+	while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do
+		wait -n
+	done
 	# cmocka writes per-test lines to stdout and the summary to stderr.
 	# (a hang is a failure: no unit binary takes 10 minutes)
-	timeout -k 5 600 "$bin" >"$log" 2>&1
-	rc=$?
+	(
+		timeout -k 5 600 "$bin" >"$logs/$name.log" 2>&1
+		echo $? >"$logs/$name.rc"
+	) &
+done
+wait
+
+for name in "${run[@]}"; do
+	log=$logs/$name.log
+	rc=$(cat "$logs/$name.rc" 2>/dev/null || echo 1)
 	p=$(sed -n 's/^\[  PASSED  \] \([0-9][0-9]*\) test(s)\..*/\1/p' "$log" | tail -n 1)
 	f=$(sed -n 's/^\[  FAILED  \] \([0-9][0-9]*\) test(s).*/\1/p' "$log" | tail -n 1)
 	s=$(sed -n 's/^\[  SKIPPED \] \([0-9][0-9]*\) test(s).*/\1/p' "$log" | tail -n 1)

@@ -1204,12 +1204,26 @@ static bool fl_run(enum fl_kind kind, unsigned x, enum bs_op op, unsigned n)
 		fl_submit(&p, &w[k], BS_WRITE, fl_off(k), (uint8_t)(0x40 + k));
 	for (unsigned k = 0; k < FL_WRITES; k++)
 		WAIT_FOR(&p, w[k].done); /* no hang */
-	run_for(&p, 300);                /* the redial, the resync, or the fault's outcome */
-
-	fired = kind == FL_STORE  ? bs_fault_count(fault) >= n
-		: kind == FL_META ? hook.seen >= n
-		: kind == FL_SEND ? stub_send_fault_fired()
-				  : alloc_fault_fired();
+	/* the redial, the resync, or the fault's outcome: up to 300 ms, or
+	 * until the fault came and the pair was in sync for 50 ms after it */
+	{
+		uint64_t t0 = now_ns(), calm = 0;
+		for (;;) {
+			fired = kind == FL_STORE  ? bs_fault_count(fault) >= n
+				: kind == FL_META ? hook.seen >= n
+				: kind == FL_SEND ? stub_send_fault_fired()
+						  : alloc_fault_fired();
+			if (now_ns() - t0 >= 300 * ENG_MS)
+				break;
+			if (!fired || !in_sync(&p))
+				calm = 0;
+			else if (!calm)
+				calm = now_ns();
+			else if (now_ns() - calm >= 50 * ENG_MS)
+				break;
+			pass(&p);
+		}
+	}
 	alloc_fault_arm(0);
 	p.n[x].v->md->crash = NULL;
 	stub_fail_send(0, 0);
@@ -1286,10 +1300,36 @@ static bool fl_run(enum fl_kind kind, unsigned x, enum bs_op op, unsigned n)
 	return fired;
 }
 
-/* n = 1, 2, ... until a run without the fault; returns how many ran. */
+/* n = 1, 2, ... until a run without the fault; returns how many ran. For
+ * allocations, a run without faults first lists the call site of each one,
+ * and only the first allocation from each site fails (the others of a site
+ * take the same error path). */
 static unsigned fl_loop(enum fl_kind kind, unsigned x, enum bs_op op)
 {
 	unsigned n = 1;
+
+	if (kind == FL_ALLOC) {
+		const void *sites[ALLOC_FAULT_SITES];
+		unsigned ns = 0, runs = 0, total;
+
+		assert_false(fl_run(kind, x, op, ALLOC_FAULT_NONE));
+		total = alloc_fault_seen();
+		for (unsigned k = 1; k <= total && k <= ALLOC_FAULT_SITES; k++) {
+			const void *s = alloc_fault_site(k);
+			unsigned j = 0;
+			while (j < ns && sites[j] != s)
+				j++;
+			if (j < ns)
+				continue;
+			sites[ns++] = s;
+			fl_run(kind, x, op, k);
+			runs++;
+		}
+		print_message("fault loop kind %d: %u allocations from %u call sites, each "
+			      "site failed once\n",
+			      kind, total, ns);
+		return runs;
+	}
 
 	while (fl_run(kind, x, op, n)) {
 		n++;

@@ -2,7 +2,9 @@
 #include "alloc_fault.h"
 
 #include <errno.h>
+#include <execinfo.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 void *__real_malloc(size_t n);
@@ -20,13 +22,21 @@ char *__wrap_strdup(const char *s);
 static struct {
 	unsigned n, seen, paused;
 	bool fired;
+	const void *site[ALLOC_FAULT_SITES];
 } F;
 
 void alloc_fault_arm(unsigned n)
 {
 	F.n = n;
+	if (!n)
+		return; /* what was seen stays readable */
 	F.seen = 0;
 	F.fired = false;
+}
+
+const void *alloc_fault_site(unsigned k)
+{
+	return k >= 1 && k <= F.seen && k <= ALLOC_FAULT_SITES ? F.site[k - 1] : NULL;
 }
 
 unsigned alloc_fault_seen(void)
@@ -47,11 +57,30 @@ void alloc_fault_pause(bool on)
 		F.paused--;
 }
 
-/* Whether this allocation is the one to fail. */
-static bool fail_now(void)
+/* The call site of an allocation: its caller and the two frames above
+ * (helpers such as an aligned allocation or a buffer pool have callers of
+ * their own), folded into one value. */
+__attribute__((noinline)) static const void *site_of(void)
 {
+	void *fr[6];
+	int n = backtrace(fr, 6);
+	uintptr_t h = 0;
+
+	for (int i = 3; i < n; i++) /* 0 here, 1 fail_now, 2 the __wrap_ function */
+		h = h * 1000003u ^ (uintptr_t)fr[i];
+	return (const void *)h;
+}
+
+/* Whether this allocation is the one to fail. */
+__attribute__((noinline)) static bool fail_now(void)
+{
+	const void *site;
+
 	if (!F.n || F.paused)
 		return false;
+	site = site_of();
+	if (F.seen < ALLOC_FAULT_SITES)
+		F.site[F.seen] = site;
 	if (++F.seen != F.n)
 		return false;
 	F.fired = true;

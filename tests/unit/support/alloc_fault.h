@@ -10,8 +10,16 @@
 
 #include <stdbool.h>
 
-/* Fails the nth allocation from now on (n >= 1); 0 disarms. */
+/* Fails the nth allocation from now on (n >= 1); 0 disarms (what was
+ * seen stays readable); ALLOC_FAULT_NONE
+ * counts every allocation and fails none. Each counted allocation's call
+ * site is recorded (the first ALLOC_FAULT_SITES of them). */
+#define ALLOC_FAULT_NONE (~0u)
+#define ALLOC_FAULT_SITES 4096
 void alloc_fault_arm(unsigned n);
+/* The call site of the kth counted allocation (k >= 1) since the last arm,
+ * or NULL beyond what was recorded. */
+const void *alloc_fault_site(unsigned k);
 /* Allocations counted since the last arm. */
 unsigned alloc_fault_seen(void);
 /* Whether the armed allocation came (and failed). */
