@@ -59,6 +59,8 @@
  *                             lease steps down at a handshake with a primary
  *   MUT_DROP_WITHDRAWN_GRANT  C5 skipped (C before issue 22): a grant that
  *                             arrives for a withdrawn claim is dropped
+ *   MUT_RS_DONE_UPTODATE      R13 skipped (C before it): a resync target ends
+ *                             up to date even when its source was outdated
  *   MUT_RELEASE_WITHDRAWN     C5 as first stated: a grant that cannot promote
  *                             releases the record (liveness)
  *   MUT_ALONE_STALE_GEN       N1 as before: a write in a generation branched
@@ -453,7 +455,7 @@ inline set_disk(n, to)
 		       (disk[n] == VOL_OUTDATED && (to == VOL_UPTODATE || to == VOL_INCONSISTENT)) ||
 		       (disk[n] == VOL_CONSISTENT && (to == VOL_UPTODATE || to == VOL_OUTDATED ||
 						     to == VOL_INCONSISTENT)) ||
-		       (disk[n] == VOL_INCONSISTENT && to == VOL_UPTODATE));
+		       (disk[n] == VOL_INCONSISTENT && (to == VOL_UPTODATE || to == VOL_OUTDATED)));
 		disk[n] = to
 	fi
 }
@@ -1550,7 +1552,15 @@ end_node:
 		gbm[n] = GEN_NONE;
 		bits[n] = false;
 		data[n] = parg; /* every region copied from the source */
+		/* R13: as current as the source (outdated if it was) */
+#ifdef MUT_RS_DONE_UPTODATE
 		set_disk(n, VOL_UPTODATE);
+#else
+		if
+		:: peer_disk[n] == VOL_OUTDATED -> set_disk(n, VOL_OUTDATED)
+		:: else -> set_disk(n, VOL_UPTODATE)
+		fi;
+#endif
 		rstate[n] = RR_ESTABLISHED;
 		pt = 0; parg = 0; pgen = 0
 	}
@@ -1561,7 +1571,7 @@ end_node:
 		gbm[n] = GEN_NONE;
 		bits[n] = false;
 		rstate[n] = RR_ESTABLISHED;
-		peer_disk[n] = VOL_UPTODATE;
+		peer_disk[n] = (disk[n] == VOL_OUTDATED -> VOL_OUTDATED : VOL_UPTODATE); /* R13 */
 		pc[o]!REPL_RS_DONE, data[n], gcur[n]
 	}
 

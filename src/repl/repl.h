@@ -40,6 +40,7 @@
  *                    any but failed -> inconsistent [becoming sync target; `invalidate`]
  *                    failed -> inconsistent   [`attach` only (F1): a new store]
  *                    inconsistent -> uptodate [RS_DONE]
+ *                    inconsistent -> outdated [RS_DONE from an outdated source: R13]
  *                    inconsistent -> consistent [`primary --force` restores the image
  *                                                kept before the resync: repl_cp.c]
  *   role  secondary -> primary  [`primary`: disk uptodate, or --force; peer not primary:
@@ -99,6 +100,9 @@
  *  R12. A peer is judged dead only by its silence while this node reads:
  *       time spent not reading the link (the apply limit) counts only while
  *       no apply completes either (then the local disk stalls).
+ *  R13. A resync target ends as current as its source: up to date, or
+ *       outdated when the source was (it may lack writes a primary
+ *       acknowledged alone); an outdated pair needs `primary --force`.
  * Owns: the connection(s) of its volume, the change bitmap.
  * Never: serves front-end I/O by itself (the volume hands it writes through
  * its hook, struct vol_repl_ops, which repl_new fills in). */

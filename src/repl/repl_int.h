@@ -228,6 +228,8 @@ struct repl {
 	uint64_t w_rep_ring[16]; /* seq << 8 | flags of recent REPORTs, by seq */
 	uint64_t w_synced_seq;   /* the last REPORT sent with SYNCED (N2) */
 	uint64_t w_synced_acked; /* ... once the witness acknowledged it */
+	bool w_gone_synced;      /* the last report was SYNCED (D2: a primary whose
+				  * disk is gone keeps it while its peer is away) */
 	uint64_t w_alone_seq;    /* the newest REPORT acked on this session as primary, !SYNCED */
 	uint64_t w_alone_gen;    /* ... the generation it carried (Q8) */
 	uint64_t w_rep_gens[16]; /* the generation of recent REPORTs, by seq */

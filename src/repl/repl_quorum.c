@@ -100,7 +100,7 @@ static void make_msg(const struct repl *r, struct wit_vol_msg *m, uint32_t flags
 	m->flags = flags;
 }
 
-static uint32_t want_flags(const struct repl *r)
+static uint32_t want_flags(struct repl *r)
 {
 	const struct vol *v = r->v;
 
@@ -115,8 +115,15 @@ static uint32_t want_flags(const struct repl *r)
 		    r->peer.disk == VOL_UPTODATE &&
 		    (v->disk == VOL_UPTODATE || vol_disk_gone(v->disk) || r->pulling))
 			f |= WIT_F_SYNCED;
+		/* D2: nor does it acknowledge anything once the peer is gone:
+		 * the peer holds every acknowledged write as long as it did
+		 * when it went, so the record says what it said then */
+		else if (vol_disk_gone(v->disk) && r->w_gone_synced)
+			f |= WIT_F_SYNCED;
+		r->w_gone_synced = (f & WIT_F_SYNCED) != 0;
 		return f;
 	}
+	r->w_gone_synced = false;
 	return r->w_release ? WIT_F_RELEASE : 0;
 }
 
@@ -409,7 +416,10 @@ static void on_verdict(void *ctx, uint16_t type, const struct wit_verdict *v)
 		}
 		if ((f & WIT_F_SYNCED) && v->seq == r->w_synced_seq)
 			r->w_synced_acked = v->seq; /* wait-sync waits for this (N2) */
-		if (r->v->role == VOL_PRIMARY && alone_ok(r) && r->nheld) {
+		if (r->v->role == VOL_PRIMARY && alone_ok(r) && r->nheld &&
+		    vol_disk_gone(r->v->disk)) {
+			release_held(r, -EIO); /* D2 */
+		} else if (r->v->role == VOL_PRIMARY && alone_ok(r) && r->nheld) {
 			log_info("volume %s: the witness knows this node writes alone: %u held "
 				 "write(s) complete",
 				 r->v->name, r->nheld);
@@ -522,6 +532,10 @@ static void quorum_tick(struct ev_timer *t)
 	} else {
 		r->noquorum_ns = 0;
 	}
+	/* D2: a held write's only copy is on this disk; once it is gone
+	 * (detached) the write fails rather than wait to be acknowledged */
+	if (r->nheld && vol_disk_gone(r->v->disk))
+		release_held(r, -EIO);
 	/* Q3: a write held for quorum-timeout fails. */
 	while (!list_empty(&r->held)) {
 		struct vol_io *io = container_of(r->held.next, struct vol_io, rep.link);

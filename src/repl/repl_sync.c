@@ -502,7 +502,7 @@ static void rs_finish(struct repl *r)
 		 (unsigned long long)r->rs_same_bytes);
 	r->rate_bps = 0;
 	repl_set_rstate(r, RR_ESTABLISHED);
-	r->peer.disk = VOL_UPTODATE;
+	r->peer.disk = r->v->disk == VOL_OUTDATED ? VOL_OUTDATED : VOL_UPTODATE; /* R13 */
 }
 
 static void rs_pump_resync(struct repl *r)
@@ -712,8 +712,12 @@ static void rs_done_flushed(struct vol_io *io, int res)
 		conn_fail(c, "the end of the resync could not be recorded");
 		return;
 	}
-	vol_set_disk(r->v, VOL_UPTODATE);
-	log_info("volume %s: resync from %s done", r->v->name, peer_name(r));
+	/* R13: a copy is as current as its source; an outdated one (it may
+	 * lack writes a primary acknowledged alone) makes this one outdated */
+	vol_set_disk(r->v,
+		     r->have_peer && r->peer.disk == VOL_OUTDATED ? VOL_OUTDATED : VOL_UPTODATE);
+	log_info("volume %s: resync from %s done%s", r->v->name, peer_name(r),
+		 r->v->disk == VOL_OUTDATED ? " (its copy is outdated: so is this one)" : "");
 	repl_set_rstate(r, RR_ESTABLISHED);
 	r->rate_bps = 0;
 	if (r->conn)

@@ -108,6 +108,14 @@ static void fg_finish(struct repl *r, struct vol_io *io)
 	 * take the peer's) */
 	if (r->pulling && !io->rep.peer_ok && io->rep.lres == 0)
 		io->rep.lres = -EIO;
+	/* D2: written here before the disk was detached (failed or too slow)
+	 * and not taken by the peer: its only copy is on a disk this node no
+	 * longer counts, which an attach overwrites from the peer. It fails;
+	 * acknowledged, it would be lost (and a diskless primary would be
+	 * writing alone, which takes the peer's right to take over). */
+	if (!io->rep.peer_ok && io->rep.lres == 0 && io->type != BS_FLUSH &&
+	    vol_disk_gone(r->v->disk))
+		io->rep.lres = -EIO;
 	if (!quorum_hold(r, io)) /* Q1 */
 		vol_complete(io, io->rep.lres);
 	fg_unblock(r);

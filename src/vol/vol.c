@@ -116,6 +116,7 @@ static void set_disk(struct vol *v, enum vol_disk d, bool opening)
 				     [VOL_INCONSISTENT] = true,
 				     [VOL_FAILED] = true },
 		[VOL_INCONSISTENT] = { [VOL_UPTODATE] = true,
+				       [VOL_OUTDATED] = true,   /* resynced from an outdated copy */
 				       [VOL_CONSISTENT] = true, /* a kept image restored */
 				       [VOL_FAILED] = true },
 		[VOL_FAILED] = { [VOL_INCONSISTENT] = true, [VOL_DISKLESS] = true },

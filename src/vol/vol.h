@@ -19,7 +19,7 @@
  *          primary -> secondary     [vol_set_role from repl_demote]
  * (repl.h has the disk transitions of a replicated volume: uptodate|
  * consistent -> outdated, outdated|consistent -> uptodate, any -> inconsistent,
- * inconsistent -> uptodate|consistent; every change after vol_open goes through
+ * inconsistent -> uptodate|outdated|consistent; every change after vol_open goes through
  * vol_set_disk and vol_set_role.)
  * Invariants:
  *   V1. Only a primary accepts I/O, and only with a disk that is not
@@ -30,6 +30,11 @@
  *       the peer is up to date and connected: writes are complete when the
  *       peer acknowledged them, reads are the peer's (repl READ); a read
  *       that failed on the local store is read there again.
+ *   D2. A write whose only copy is on a disk that is gone by the time it
+ *       completes (written before the disk was detached, not taken by the
+ *       peer) fails with -EIO: a primary whose disk is gone acknowledges
+ *       nothing alone, so its witness record stays as it was when the
+ *       peer went (synced: the peer may take over without --force).
  *   V2. Every request completes exactly once, from the event loop.
  *   V3. Range locks (COMPARE AND WRITE, ORWRITE): while a lock on [off, len)
  *       is granted, no other write, trim or zero of the volume that overlaps

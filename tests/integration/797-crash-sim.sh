@@ -58,32 +58,6 @@ died()
 	grep 'simulated crash at point' "$T/$n.log" | tail -n 1 | sed 's/^.*tandemd warning: //' >&2
 }
 
-# checker_start SEED: the checker over NBD, or with PROTO=iscsi over iSCSI
-# (the same blocks: the state file is shared)
-checker_start()
-{
-	local nodes="127.0.0.1:${NBDP[a]},127.0.0.1:${NBDP[b]}" iscsi=()
-	if [ "${PROTO:-nbd}" = iscsi ]; then
-		nodes="127.0.0.1:${ISCP[a]},127.0.0.1:${ISCP[b]}"
-		iscsi=(--iqn "$IQN")
-	fi
-	rm -f "$T/stop"
-	python3 "$TANDEM_TOOLS/checker.py" run --nodes "$nodes" "${iscsi[@]}" \
-		--blocks $BLOCKS --state "${STATE:-$T/check.json}" --first "${FIRST:-0}" \
-		--seed "$1" --flush-every 16 \
-		--timeout 5 --resume --stop "$T/stop" >"$T/checker.out" 2>"$T/checker.err" &
-	CPID=$!
-	track "$CPID"
-	sleep 1
-	alive "$CPID" || fail "the checker ended at once: $(cat "$T/checker.err")"
-}
-checker_stop()
-{
-	touch "$T/stop"
-	wait "$CPID" || fail "the checker failed: $(cat "$T/checker.err")"
-	_forget "$CPID"
-	log "checker: $(cat "$T/checker.out")"
-}
 verify()
 {
 	local primary=$1

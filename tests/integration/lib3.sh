@@ -187,3 +187,33 @@ end_trio()
 	stop b
 	kill_witness TERM
 }
+
+# checker_start SEED: the stamped checker (tests/tools/checker.py) on $BLOCKS
+# blocks from FIRST (default 0) over NBD on a and b, or with PROTO=iscsi
+# over iSCSI (the ports in ISCP, the target IQN); state in STATE (default
+# $T/check.json, resumed: the same blocks), a flush every 16 writes.
+# checker_stop: tells it to stop and fails the test if it failed.
+checker_start()
+{
+	local nodes="127.0.0.1:${NBDP[a]},127.0.0.1:${NBDP[b]}" iscsi=()
+	if [ "${PROTO:-nbd}" = iscsi ]; then
+		nodes="127.0.0.1:${ISCP[a]},127.0.0.1:${ISCP[b]}"
+		iscsi=(--iqn "$IQN")
+	fi
+	rm -f "$T/stop"
+	python3 "$TANDEM_TOOLS/checker.py" run --nodes "$nodes" "${iscsi[@]}" \
+		--blocks "$BLOCKS" --state "${STATE:-$T/check.json}" --first "${FIRST:-0}" \
+		--seed "$1" --flush-every 16 \
+		--timeout 5 --resume --stop "$T/stop" >"$T/checker.out" 2>"$T/checker.err" &
+	CPID=$!
+	track "$CPID"
+	sleep 1
+	alive "$CPID" || fail "the checker ended at once: $(cat "$T/checker.err")"
+}
+checker_stop()
+{
+	touch "$T/stop"
+	wait "$CPID" || fail "the checker failed: $(cat "$T/checker.err")"
+	_forget "$CPID"
+	log "checker: $(cat "$T/checker.out")"
+}

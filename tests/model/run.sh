@@ -194,6 +194,9 @@ if [ "$full" -eq 1 ]; then
 	check "witness wipe" hold exhaustive "${WIPE[@]}"
 	check "availability CHECK_N6" hold exhaustive -DMAXW=0 -DMAXF=1 -DMAXOPS=2 -DNO_OP_FORCE \
 		-DCHECK_N6
+	# (15 million states, 3.5 min: found at depth 208)
+	check "mutant MUT_RS_DONE_UPTODATE" violation exhaustive "${OPERATOR[@]}" \
+		-DMUT_RS_DONE_UPTODATE
 fi
 
 check "probe 1 acknowledged-alone" violation exhaustive "${FAULTS[@]}" -DPROBE=1

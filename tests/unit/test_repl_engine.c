@@ -482,6 +482,35 @@ static void test_handshake_a_newer(void **state)
 	pair_close(&p);
 }
 
+/* R13: a resync from an outdated copy (two secondaries; a's may lack
+ * writes a primary acknowledged alone) leaves the target outdated too, and
+ * the source knows it: neither is promoted without --force. */
+static void test_resync_from_outdated_source(void **state)
+{
+	struct pair p;
+	(void)state;
+
+	pair_open(&p);
+	vol_set_role(p.n[NA].v, VOL_SECONDARY);
+	sbp(&p, NA)->flags &= ~TANDEM_MD_F_PRIMARY;
+	set_gens(&p, NA, 0x2222, 0x1111, 0);
+	vol_set_disk(p.n[NA].v, VOL_OUTDATED);
+	set_gens(&p, NB, 0x1111, 0, 0);
+	vol_set_disk(p.n[NB].v, VOL_INCONSISTENT);
+	pair_repl(&p);
+	pair_go(&p);
+	WAIT_FOR(&p, connected(&p, RR_ESTABLISHED, RR_ESTABLISHED) && a_conn() &&
+			     count_type(a_conn(), REPL_RS_DONE) == 1);
+	run_for(&p, 20);
+	assert_non_null(strstr(p.n[NB].events, "\"to\":\"synctarget\""));
+	assert_int_equal(p.n[NB].v->disk, VOL_OUTDATED);
+	assert_int_equal(p.n[NA].v->disk, VOL_OUTDATED);
+	assert_int_equal(status(&p, NA).peer_disk, VOL_OUTDATED);
+	assert_int_equal(status(&p, NB).gen_current, 0x2222);
+	assert_same_data(&p);
+	pair_close(&p);
+}
+
 /* b newer, and primary (a demoted, b promoted through the admin calls): a,
  * the dialer, becomes sync target. */
 static void test_handshake_b_newer(void **state)
@@ -1435,6 +1464,7 @@ int main(void)
 		cmocka_unit_test(test_handshake_created_empty),
 		cmocka_unit_test(test_handshake_equal),
 		cmocka_unit_test(test_handshake_a_newer),
+		cmocka_unit_test(test_resync_from_outdated_source),
 		cmocka_unit_test(test_handshake_b_newer),
 		cmocka_unit_test(test_handshake_split_brain),
 		cmocka_unit_test(test_handshake_unrelated),
