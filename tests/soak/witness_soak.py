@@ -25,11 +25,12 @@ schedule (random, from --seed: reproducible), four clients write during
               copy would have kept.
 The clients: tests/tools/failclient.py, one that fails over between the
 nodes and one pinned to each node (it keeps trying that node alone), each
-over its own region with a salt of its own per schedule; and the stamped
-checker (tests/tools/checker.py), which overwrites the first 8 MiB at random
-through every schedule, failing over, and is verified after each. After the
+over its own region with a salt of its own per schedule; and two stamped
+checkers (tests/tools/checker.py), which overwrite 8 MiB each at random
+through every schedule, one over NBD (the first 8 MiB), one over iSCSI
+(from 208 MiB), failing over, and are verified after each. After the
 faults: everything healed and running, the pair back in sync with one
-primary (within 90 s). Then:
+primary (within 90 s), in sync (wait-sync, 60 s). Then:
   lost        = acknowledged writes missing from either data area, plus
                 blocks the checker finds at a version older than the last
                 acknowledged (or torn);
@@ -41,6 +42,8 @@ primary (within 90 s). Then:
                 failed: one of them may be a primary that has not yet noticed
                 that its peer link is dead, which cannot acknowledge);
   stuck       = schedules that did not get back to one primary in sync.
+A lost write or a stuck schedule leaves fail-K/ in the work directory: that
+schedule's part of each log, the checkers' journals and states, statuses.
 Prints one line per schedule and the totals; exit 1 unless lost, double and
 stuck are all 0.
    witness_soak.py --build build --schedules 500 [--seed N] [--jobs 2]
@@ -78,7 +81,7 @@ class Cluster:
         self.crashes = 0  # simulated crashes that struck
         self.kept = False  # evidence of a failed schedule was kept
         self.ports = {k: free_port() for k in
-                      ("ra", "rb", "na", "nb", "wit", "pab", "paw", "pbw")}
+                      ("ra", "rb", "na", "nb", "ia", "ib", "wit", "pab", "paw", "pbw")}
         cfg = os.path.join(work, "c.ini")
         p = self.ports
         with open(cfg, "w") as f:
@@ -88,9 +91,11 @@ class Cluster:
                     % (p["wit"], work))
             for n in "ab":
                 f.write("[node %s]\nreplication = 127.0.0.1:%d\nnbd = 127.0.0.1:%d\n"
+                        "iscsi = 127.0.0.1:%d\n"
                         "control = %s/%s.sock\ndata-dir = %s/%s\nwitness = 127.0.0.1:%d\n"
                         "fault-injection = on\n"
-                        % (n, p["r" + n], p["n" + n], work, n, work, n, p["p%sw" % n]))
+                        % (n, p["r" + n], p["n" + n], p["i" + n], work, n, work, n,
+                           p["p%sw" % n]))
                 if n == "b":
                     f.write("replication-advertise = 127.0.0.1:%d\n" % p["pab"])
             f.write("[volume vol0]\nsize = 256M\nnodes = a b\n")
@@ -210,19 +215,28 @@ def client(c, nodes, log, first, salt, pinned):
     return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def checker(c, seed):
+# The stamped checkers: one over NBD on the first 8 MiB, one over iSCSI on
+# 8 MiB beyond the failclients' regions (which end at 200 MiB).
+CHECKERS = {"nbd": ("n", 0, None), "iscsi": ("i", 53248, "iqn.2026-11.org.tandem:soak.vol0")}
+
+
+def checker(c, seed, proto):
+    port, first, iqn = CHECKERS[proto]
     argv = [sys.executable, os.path.join(TOOLS, "checker.py"), "run", "--nodes",
-            ",".join("127.0.0.1:%d" % c.ports["n" + n] for n in "ab"), "--blocks", "2048",
-            "--state", os.path.join(c.w, "check.json"), "--resume", "--seed", str(seed),
-            "--rate", "200", "--timeout", "3", "--give-up", "600",
-            "--stop", os.path.join(c.w, "stop"), "--journal", os.path.join(c.w, "journal")]
+            ",".join("127.0.0.1:%d" % c.ports[port + n] for n in "ab"), "--blocks", "2048",
+            "--first", str(first), "--state", os.path.join(c.w, "check-%s.json" % proto),
+            "--resume", "--seed", str(seed), "--rate", "200", "--timeout", "3",
+            "--give-up", "600", "--stop", os.path.join(c.w, "stop"),
+            "--journal", os.path.join(c.w, "journal-%s" % proto)]
+    if iqn:
+        argv += ["--iqn", iqn]
     return subprocess.Popen(argv, stdout=subprocess.DEVNULL,
                             stderr=open(os.path.join(c.w, "checker.err"), "a"))
 
 
-def checker_verify(c, files):
+def checker_verify(c, files, proto):
     r = subprocess.run([sys.executable, os.path.join(TOOLS, "checker.py"), "verify",
-                        "--state", os.path.join(c.w, "check.json")] + files,
+                        "--state", os.path.join(c.w, "check-%s.json" % proto)] + files,
                        capture_output=True, text=True)
     wrong = 0
     for line in r.stderr.splitlines():
@@ -296,14 +310,15 @@ def schedule(c, k, rng, args):
     salt = "s%d-%d" % (args.seed, k)
     os.path.exists(os.path.join(c.w, "stop")) and os.unlink(os.path.join(c.w, "stop"))
     logs = {x: os.path.join(c.w, "acked-%s" % x) for x in ("fo", "a", "b")}
-    for f in list(logs.values()) + [os.path.join(c.w, "journal")]:
+    for f in list(logs.values()) + [os.path.join(c.w, "journal-" + p) for p in CHECKERS]:
         open(f, "w").close()
     marks = {n: log_size(c, n) for n in ("a", "b", "w")}
     region = (k % 8) * (24 << 20) + (8 << 20)
     cl = [client(c, "ab", logs["fo"], region, salt, False),
           client(c, "a", logs["a"], region + (8 << 20), salt, True),
           client(c, "b", logs["b"], region + (16 << 20), salt, True),
-          checker(c, args.seed * 100000 + k)]
+          checker(c, args.seed * 100000 + k, "nbd"),
+          checker(c, args.seed * 100000 + k, "iscsi")]
     faults = sorted(((rng.uniform(0.3, 2.5), rng.choice(args.faults), rng.uniform(0.3, 5))
                      for _ in range(rng.randint(1, 3))))
     crashes = [f for f in faults if f[1].startswith("crash-")]
@@ -402,7 +417,8 @@ def schedule(c, k, rng, args):
         files = [os.path.join(c.w, n, "vol0.img") for n in ("a", "b")]
         for log in logs.values():
             lost += check(log, salt, files)
-        lost += checker_verify(c, files)
+        for proto in CHECKERS:
+            lost += checker_verify(c, files, proto)
     if lost or stuck:
         keep_evidence(c, k, marks)
     acked = sum(sum(1 for l in open(f) if l[:1].isdigit()) for f in logs.values())
@@ -429,7 +445,8 @@ def keep_evidence(c, k, marks):
                 open(os.path.join(d, "%s.log" % n), "wb").write(f.read())
         except OSError:
             pass
-    for f in ("journal", "check.json", "checker.err", "acked-fo", "acked-a", "acked-b"):
+    for f in ("journal-nbd", "journal-iscsi", "check-nbd.json", "check-iscsi.json",
+              "checker.err", "acked-fo", "acked-a", "acked-b"):
         if os.path.exists(os.path.join(c.w, f)):
             shutil.copy(os.path.join(c.w, f), d)
     for n in ("a", "b"):
@@ -537,10 +554,12 @@ def main():
                 break
     finally:
         c.stop_all()
-    try:
-        stamped = json.load(open(os.path.join(work, "check.json")))["writes"]
-    except Exception:
-        stamped = 0
+    stamped = 0
+    for proto in CHECKERS:
+        try:
+            stamped += json.load(open(os.path.join(work, "check-%s.json" % proto)))["writes"]
+        except Exception:
+            pass
     print("faults: " + ", ".join("%s %d" % kv for kv in sorted(kinds.items())) +
           "; simulated crashes that struck: %d" % c.crashes)
     print("witness soak: %(schedules)d schedules, %(acked)d acknowledged writes" % totals +
