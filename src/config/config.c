@@ -252,6 +252,7 @@ static const char *const cluster_keys[] = { "name",
 					    "disk-slow-ms",
 					    "disk-slow-s",
 					    "on-io-error",
+					    "on-disk-failure",
 					    "resync-link-rate",
 					    "witness-dir",
 					    "compression",
@@ -494,6 +495,14 @@ static int handle_cluster(struct parse *p, const char *key, const char *val)
 			return -1;
 		}
 		c->io_error_pass_on = !strcmp(val, "pass-on");
+		return 0;
+	}
+	if (strcmp(key, "on-disk-failure") == 0) {
+		if (strcmp(val, "serve") && strcmp(val, "handover")) {
+			fail(p, p->line, key, "'%s' is not serve or handover", val);
+			return -1;
+		}
+		c->disk_failure_handover = !strcmp(val, "handover");
 		return 0;
 	}
 	if (strcmp(key, "resync-link-rate") == 0) {

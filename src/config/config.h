@@ -117,6 +117,10 @@ struct cfg {
 	 * serves through its up-to-date peer) or pass-on (the error reaches
 	 * the client) */
 	bool io_error_pass_on;
+	/* on-disk-failure: serve (false: a primary whose disk is gone goes on
+	 * through its peer) or handover (it hands the primary role to the
+	 * peer once the peer can serve) */
+	bool disk_failure_handover;
 	uint64_t resync_link_rate; /* bytes/s for the resyncs of all volumes to one peer; 0 none */
 	char witness_dir[CFG_PATH_MAX]; /* tandem-witness: its state files */
 	enum cfg_compress compression;  /* every volume's default */

@@ -594,6 +594,46 @@ int msg_switch(struct rconn *c, const struct repl_msg *m)
 	return 0;
 }
 
+/* H1: with on-disk-failure = handover, a primary whose disk is gone hands
+ * the role to its peer as soon as the peer can serve (connected,
+ * established, up to date), through the switchover a user would ask for
+ * (polled each tick, as tandemctl polls it, until the peer is primary).
+ * Until then, and if the switchover is refused before this node stepped
+ * down, it serves through the peer (D1) and tries again 5 s later. */
+void handover_tick(struct repl *r)
+{
+	char msg[256];
+	uint64_t now = ev_now(r->ev);
+	int rc;
+
+	if (!r->cfg->disk_failure_handover || r->shutting_down)
+		return;
+	if (!r->handing_over) {
+		if (r->v->role != VOL_PRIMARY || !vol_disk_gone(r->v->disk) || !peer_serves(r) ||
+		    now < r->handover_retry_ns)
+			return;
+		log_warn("volume %s: the disk is %s: handing the primary role to %s "
+			 "(on-disk-failure = handover)",
+			 r->v->name, vol_disk_name(r->v->disk), peer_name(r));
+		snprintf(msg, sizeof(msg), "\"peer\":\"%s\",\"disk\":\"%s\"", peer_name(r),
+			 vol_disk_name(r->v->disk));
+		vol_event(r->v, "handover", NULL, NULL, msg);
+		r->handing_over = true;
+		r->handover_t0 = now;
+	}
+	rc = repl_switchover(r, peer_name(r), msg, sizeof(msg));
+	if (rc == -EAGAIN && now - r->handover_t0 < SW_MAX_NS)
+		return;
+	r->handing_over = false;
+	if (rc == 0) {
+		log_info("volume %s: handed over to %s", r->v->name, peer_name(r));
+		return;
+	}
+	log_warn("volume %s: the handover to %s did not happen: %s", r->v->name, peer_name(r),
+		 rc == -EAGAIN ? "timed out" : msg);
+	r->handover_retry_ns = now + 5000000000ull;
+}
+
 static int sw_ask(struct repl *r, uint8_t step)
 {
 	uint8_t b[32];

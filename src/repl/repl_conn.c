@@ -661,6 +661,7 @@ void tick(struct ev_timer *t)
 		ab_caught_up(r);
 	if (r->v->disk == VOL_FAILED)
 		vol_detach_check(r->v); /* D1: the peer serves now */
+	handover_tick(r);
 	pull_tick(r);
 	/* a disk state that changed outside a message (a slow disk detached)
 	 * reaches the peer within a tick */

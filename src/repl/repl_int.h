@@ -253,6 +253,9 @@ struct repl {
 	uint8_t sw_step;          /* asked by the peer: REPL_SW_DEMOTE | REPL_SW_PROMOTE; 0 none */
 	uint8_t sw_sent;          /* what this node asked of the peer; 0 nothing */
 	uint8_t sw_target;        /* a switchover without a node named: 1 this node, 2 the peer */
+	bool handing_over;        /* H1: on-disk-failure = handover under way */
+	uint64_t handover_t0;     /* ... since */
+	uint64_t handover_retry_ns; /* ... not tried again before this */
 	uint64_t sw_t0;           /* ... decided then (a later command decides again) */
 	uint64_t sw_done_ns;      /* when the peer took over as this node asked (the
 				link may drop right after: tandemctl still hears of it) */
@@ -409,6 +412,7 @@ void dial_cb(struct net_dial *d, int fd);
 void dial(struct ev_timer *t);
 void schedule_dial(struct repl *r);
 void tick(struct ev_timer *t);
+void handover_tick(struct repl *r);
 void conn_fail(struct rconn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Refuses the peer: tells it why (ERROR), then closes once that is sent. */
 void conn_refuse(struct rconn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

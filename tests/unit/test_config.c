@@ -310,6 +310,32 @@ static void test_disk_slow(void **state)
 	expect_error(bad, line_of(bad, "disk-slow-s"), "disk-slow-s", "from 1 to 3600");
 }
 
+/* on-io-error and on-disk-failure in [cluster]: defaults, values, errors. */
+static void test_disk_failure_keys(void **state)
+{
+	static const char set[] = "[cluster]\nname = lab\nsecret = s3cret\non-io-error = pass-on\n"
+				  "on-disk-failure = handover\n" NODES_AB;
+	static const char bad[] =
+		"[cluster]\nname = lab\nsecret = s3cret\non-disk-failure = maybe\n" NODES_AB;
+	static const char bad_io[] =
+		"[cluster]\nname = lab\nsecret = s3cret\non-io-error = retry\n" NODES_AB;
+	struct cfg *c;
+	(void)state;
+
+	c = parse_ok(HEAD VOL);
+	assert_false(c->io_error_pass_on);
+	assert_false(c->disk_failure_handover);
+	cfg_free(c);
+	c = parse_ok(set);
+	assert_true(c->io_error_pass_on);
+	assert_true(c->disk_failure_handover);
+	cfg_free(c);
+	expect_error(bad, line_of(bad, "on-disk-failure"), "on-disk-failure",
+		     "not serve or handover");
+	expect_error(bad_io, line_of(bad_io, "on-io-error"), "on-io-error",
+		     "not detach or pass-on");
+}
+
 static void test_tls_keys(void **state)
 {
 	static const char on[] = "[cluster]\nname = lab\nsecret = s3cret\ntls = on\n" NODES_AB;
@@ -998,6 +1024,7 @@ int main(void)
 		cmocka_unit_test(test_tls_keys),
 		cmocka_unit_test(test_control_mode_and_exposure),
 		cmocka_unit_test(test_disk_slow),
+		cmocka_unit_test(test_disk_failure_keys),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
