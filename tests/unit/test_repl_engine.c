@@ -1115,6 +1115,44 @@ static void test_compressed_without_feature(void **state)
 	pair_close(&p);
 }
 
+/* The admin calls refuse what the state does not allow, each with -errno
+ * and a message, and change nothing: a pair in sync, a primary. */
+static void test_admin_refusals(void **state)
+{
+	struct pair p;
+	struct repl *ra, *rb;
+	char msg[256];
+	(void)state;
+
+	connect_empty_pair(&p);
+	ra = p.n[NA].v->repl;
+	rb = p.n[NB].v->repl;
+#define REFUSED(call, err, words)                                 \
+	do {                                                      \
+		msg[0] = 0;                                       \
+		assert_int_equal((call), (err));                  \
+		if (!strstr(msg, (words)))                        \
+			fail_msg("%s: message '%s'", #call, msg); \
+	} while (0)
+	REFUSED(repl_invalidate(ra, msg, sizeof(msg)), -EBUSY, "make it secondary first");
+	REFUSED(repl_promote(rb, false, msg, sizeof(msg)), -EBUSY, "make it secondary first");
+	REFUSED(repl_verify(rb, msg, sizeof(msg)), -EINVAL, "run verify there");
+	REFUSED(repl_switchover(ra, "zz", msg, sizeof(msg)), -EINVAL, "not on zz");
+	REFUSED(repl_attach(ra, NULL, msg, sizeof(msg)), -EINVAL, "not failed");
+	assert_int_equal(repl_verify(ra, msg, sizeof(msg)), 0);
+	REFUSED(repl_verify(ra, msg, sizeof(msg)), -EALREADY, "already running");
+	WAIT_FOR(&p, strcmp(status(&p, NA).verify, "done") == 0);
+	assert_int_equal(p.n[NA].v->role, VOL_PRIMARY);
+	assert_int_equal(p.n[NB].v->role, VOL_SECONDARY);
+	/* without the peer */
+	stub_break(a_conn(), -ECONNRESET);
+	WAIT_FOR(&p, status(&p, NA).conn != RC_CONNECTED);
+	REFUSED(repl_verify(ra, msg, sizeof(msg)), -ENOTCONN, "not connected");
+	REFUSED(repl_switchover(ra, NULL, msg, sizeof(msg)), -ENOTCONN, "not connected");
+#undef REFUSED
+	pair_close(&p);
+}
+
 /* ---- fault loops ----
  * One scenario run again and again, each time with the nth operation of
  * one kind failing (n = 1, 2, ...), until a run in which it never came: the
@@ -1478,6 +1516,7 @@ int main(void)
 		cmocka_unit_test(test_compressed_resync),
 		cmocka_unit_test(test_compressed_garbage),
 		cmocka_unit_test(test_compressed_without_feature),
+		cmocka_unit_test(test_admin_refusals),
 		cmocka_unit_test(test_fault_loop_store),
 		cmocka_unit_test(test_fault_loop_meta),
 		cmocka_unit_test(test_fault_loop_send),
