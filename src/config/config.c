@@ -363,6 +363,19 @@ static int begin_section(struct parse *p, const char *section)
 	return -1;
 }
 
+/* A key of two values, a or b (named in that order when val is neither): *out
+ * is whether val is yes (one of the two). */
+static int set_choice(struct parse *p, const char *key, const char *val, const char *a,
+		      const char *b, const char *yes, bool *out)
+{
+	if (strcmp(val, a) && strcmp(val, b)) {
+		fail(p, p->line, key, "'%s' is not %s or %s", val, a, b);
+		return -1;
+	}
+	*out = !strcmp(val, yes);
+	return 0;
+}
+
 /* compression = none | lz4 | zstd ([cluster] and [volume]) */
 static int set_compression(struct parse *p, const char *key, const char *val,
 			   enum cfg_compress *dst)
@@ -489,22 +502,12 @@ static int handle_cluster(struct parse *p, const char *key, const char *val)
 			c->disk_slow_s = (unsigned)v;
 		return 0;
 	}
-	if (strcmp(key, "on-io-error") == 0) {
-		if (strcmp(val, "detach") && strcmp(val, "pass-on")) {
-			fail(p, p->line, key, "'%s' is not detach or pass-on", val);
-			return -1;
-		}
-		c->io_error_pass_on = !strcmp(val, "pass-on");
-		return 0;
-	}
-	if (strcmp(key, "on-disk-failure") == 0) {
-		if (strcmp(val, "serve") && strcmp(val, "handover")) {
-			fail(p, p->line, key, "'%s' is not serve or handover", val);
-			return -1;
-		}
-		c->disk_failure_handover = !strcmp(val, "handover");
-		return 0;
-	}
+	if (strcmp(key, "on-io-error") == 0)
+		return set_choice(p, key, val, "detach", "pass-on", "pass-on",
+				  &c->io_error_pass_on);
+	if (strcmp(key, "on-disk-failure") == 0)
+		return set_choice(p, key, val, "serve", "handover", "handover",
+				  &c->disk_failure_handover);
 	if (strcmp(key, "resync-link-rate") == 0) {
 		if (strcmp(val, "none") == 0) {
 			c->resync_link_rate = 0;
@@ -522,13 +525,8 @@ static int handle_cluster(struct parse *p, const char *key, const char *val)
 	if (strcmp(key, "compression") == 0)
 		return set_compression(p, key, val, &c->compression);
 	if (strcmp(key, "tls") == 0) {
-		if (strcmp(val, "on") && strcmp(val, "off")) {
-			fail(p, p->line, key, "'%s' is not on or off", val);
-			return -1;
-		}
-		c->tls = !strcmp(val, "on");
 		p->tls_line = p->line;
-		return 0;
+		return set_choice(p, key, val, "on", "off", "on", &c->tls);
 	}
 	if (!strcmp(key, "tls-cert") || !strcmp(key, "tls-key") || !strcmp(key, "tls-ca")) {
 		char *dst = key[4] == 'c' && key[5] == 'e' ? c->tls_cert
@@ -611,12 +609,7 @@ static int handle_node(struct parse *p, const char *key, const char *val)
 	}
 	if (strcmp(key, "fault-injection") == 0) {
 		/* `tandemctl inject`: makes the disk fail on purpose (tests) */
-		if (strcmp(val, "on") && strcmp(val, "off")) {
-			fail(p, p->line, key, "'%s' is not on or off", val);
-			return -1;
-		}
-		n->fault_injection = !strcmp(val, "on");
-		return 0;
+		return set_choice(p, key, val, "on", "off", "on", &n->fault_injection);
 	}
 	if (strcmp(key, "busy-poll") == 0) {
 		char *end;
