@@ -391,9 +391,15 @@ def schedule(c, k, rng, args):
         c.link(ln, "delay", "0")
     stuck = True
     for i in range(900):
+        # settled twice, 3 s apart: a disk made slow is detached up to
+        # disk-slow-s (2 s) after the delay ended, by the slow requests
+        # before it; the next schedule (a crash of the other node, say)
+        # must not start with one copy
         if c.settled():
-            stuck = False
-            break
+            time.sleep(3)
+            if c.settled():
+                stuck = False
+                break
         if i % 20 == 19:
             # a disk may fail after its fault ended (an inject sent to a
             # frozen node takes effect when it resumes): heal it then
