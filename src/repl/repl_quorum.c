@@ -416,14 +416,15 @@ static void on_verdict(void *ctx, uint16_t type, const struct wit_verdict *v)
 		}
 		if ((f & WIT_F_SYNCED) && v->seq == r->w_synced_seq)
 			r->w_synced_acked = v->seq; /* wait-sync waits for this (N2) */
-		if (r->v->role == VOL_PRIMARY && alone_ok(r) && r->nheld &&
-		    vol_disk_gone(r->v->disk)) {
-			release_held(r, -EIO); /* D2 */
-		} else if (r->v->role == VOL_PRIMARY && alone_ok(r) && r->nheld) {
-			log_info("volume %s: the witness knows this node writes alone: %u held "
-				 "write(s) complete",
-				 r->v->name, r->nheld);
-			release_held(r, 0);
+		if (r->v->role == VOL_PRIMARY && alone_ok(r) && r->nheld) {
+			if (vol_disk_gone(r->v->disk)) {
+				release_held(r, -EIO); /* D2 */
+			} else {
+				log_info("volume %s: the witness knows this node writes alone: "
+					 "%u held write(s) complete",
+					 r->v->name, r->nheld);
+				release_held(r, 0);
+			}
 		}
 		quorum_kick(r);
 		return;
