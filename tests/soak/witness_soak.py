@@ -30,7 +30,7 @@ checkers (tests/tools/checker.py), which overwrite 8 MiB each at random
 through every schedule, one over NBD (the first 8 MiB), one over iSCSI
 (from 208 MiB), failing over, and are verified after each. After the
 faults: everything healed and running, the pair back in sync with one
-primary (within 90 s), in sync (wait-sync, 60 s). Then:
+primary (within 120 s), in sync (wait-sync, 60 s). Then:
   lost        = acknowledged writes missing from either data area, plus
                 blocks the checker finds at a version older than the last
                 acknowledged (or torn);
@@ -161,7 +161,8 @@ class Cluster:
         if not self.running(n):
             return
         self.ctl(n, "inject", "vol0", "slow", "--ms", "0", timeout=5)
-        for _ in range(100):
+        end = time.monotonic() + 10  # an attach refused is tried again, not forever
+        while time.monotonic() < end:
             st = self.status(n)
             if not st or st["disk"] not in ("failed", "diskless"):
                 return
@@ -390,7 +391,10 @@ def schedule(c, k, rng, args):
         c.link(ln, "restore")
         c.link(ln, "delay", "0")
     stuck = True
-    for i in range(900):
+    # bounded in time (not in rounds: a round that heals may take seconds)
+    deadline, i = time.monotonic() + 120, -1
+    while time.monotonic() < deadline:
+        i += 1
         # settled twice, 3 s apart: a disk made slow is detached up to
         # disk-slow-s (2 s) after the delay ended, by the slow requests
         # before it; the next schedule (a crash of the other node, say)
