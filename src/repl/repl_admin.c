@@ -324,6 +324,7 @@ int repl_verify(struct repl *r, char *msg, size_t len)
 }
 
 static int replace_all(struct repl *r, char *msg, size_t len);
+static int keep_old(struct repl *r, char *msg, size_t len);
 
 int repl_invalidate(struct repl *r, char *msg, size_t len)
 {
@@ -388,8 +389,44 @@ int repl_attach(struct repl *r, const char *path, char *msg, size_t len)
 	e = vol_attach(v, path, msg, len);
 	if (e)
 		return e;
+	if (!path && v->data_path[0])
+		return keep_old(r, msg, len);
 	log_warn("volume %s: the attached disk gets all of %s's data", v->name, peer_name(r));
 	return replace_all(r, msg, len);
+}
+
+/* F2: a secondary's old disk, back: it holds what it held when it failed.
+ * What it lacks since is marked on the primary, and every write the
+ * primary acknowledged without it started a new generation there: the
+ * next connect gives it what changed (or, when the primary is diskless and
+ * kept the generation, makes it the up-to-date copy the primary serves
+ * through). It is outdated until then: it never claims to be more. */
+static int keep_old(struct repl *r, char *msg, size_t len)
+{
+	struct vol *v = r->v;
+
+	bm_al_to_oos(r->bm);
+	bm_flush(r->bm, NULL);
+	vol_set_disk(v, VOL_INCONSISTENT);
+	vol_set_disk(v, VOL_OUTDATED);
+	if (vol_md_write(v)) {
+		snprintf(msg, len, "volume %s: writing metadata failed; the disk is failed",
+			 v->name);
+		return -EIO;
+	}
+	log_warn("volume %s: the old disk is back, outdated: the next connect to %s gives it "
+		 "what changed",
+		 v->name, peer_name(r));
+	r->split_brain = false;
+	r->error[0] = '\0';
+	if (r->conn)
+		conn_abort(r->conn);
+	r->backoff_ms = RETRY_MIN_MS;
+	if (!r->admin_down) {
+		ev_timer_cancel(r->ev, &r->retry);
+		schedule_dial(r);
+	}
+	return 0;
 }
 
 /* This node's data is to be replaced by the peer's (a full resync). */

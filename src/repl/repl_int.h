@@ -448,6 +448,7 @@ void clean_start(struct repl *r);
 
 /* repl_read.c: reads through the peer (vol.h D1; D1, D3 there) */
 bool peer_serves(const struct repl *r);
+bool peer_whole(const struct repl *r);
 bool repl_need_peer(const struct repl *r); /* the disk here is gone, or being pulled */
 bool repl_via_peer(const struct repl *r);
 int repl_read(struct repl *r, struct vol_io *io, void (*done)(struct vol_io *io, int res));

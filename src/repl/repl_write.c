@@ -41,6 +41,17 @@ void repl_meta_changed(struct repl *r)
 		meta_send(r, r->conn);
 }
 
+/* D4: the peer's copy is whole (up to date): a write that only it holds
+ * counts as written. A peer being filled (a sync target) holds the regions
+ * it was sent and not the rest: with no whole copy anywhere a write fails
+ * (a medium error) rather than leaving its only copy on an incomplete one,
+ * so the old disk here, attached again, still holds every acknowledged
+ * write (P7). */
+bool peer_whole(const struct repl *r)
+{
+	return r->have_peer && r->peer.disk == VOL_UPTODATE;
+}
+
 bool peer_ready(const struct repl *r)
 {
 	/* A peer whose disk failed is connected but takes no data (its
@@ -94,7 +105,7 @@ static void fg_finish(struct repl *r, struct vol_io *io)
 	 * marked, which a disk attached since fills from the peer (P2) */
 	if (io->rep.lres && io->rep.peer_ok &&
 	    (vol_disk_gone(r->v->disk) || r->pulling || io->rep.lres == -ENODEV) &&
-	    (!r->cfg->io_error_pass_on || r->pulling)) {
+	    (!r->cfg->io_error_pass_on || r->pulling) && peer_whole(r)) {
 		io->rep.lres = 0;
 		if (io->type != BS_FLUSH) {
 			r->peer_only = true; /* P7 */
@@ -116,6 +127,13 @@ static void fg_finish(struct repl *r, struct vol_io *io)
 	if (!io->rep.peer_ok && io->rep.lres == 0 && io->type != BS_FLUSH &&
 	    vol_disk_gone(r->v->disk))
 		io->rep.lres = -EIO;
+	/* F2: written here alone because the peer's disk is failed: this copy
+	 * is newer than the peer's old disk from now on (a new generation
+	 * before the write completes), so that disk, attached again, takes
+	 * what changed and is never taken for the newer copy */
+	if (!io->rep.peer_ok && io->rep.lres == 0 && io->type != BS_FLUSH &&
+	    io->rep.ab == AB_NONE && vol_disk_gone(r->peer.disk))
+		gen_branch(r);
 	if (!quorum_hold(r, io)) /* Q1 */
 		vol_complete(io, io->rep.lres);
 	fg_unblock(r);
@@ -342,8 +360,12 @@ void peer_failed(struct repl *r, const struct vol_io *io, int res)
 		al_mark(r);
 	else
 		oos_mark(r, io->off, io->len);
-	if (vol_disk_gone(r->peer.disk))
-		return; /* latched there: nothing is copied to it (peer_ready) */
+	if (vol_disk_gone(r->peer.disk)) {
+		/* latched there: nothing is copied to it (peer_ready); what this
+		 * copy holds without it is a new generation (F2) */
+		gen_branch(r);
+		return;
+	}
 	r->peer.disk = VOL_INCONSISTENT;
 	if (r->rstate == RR_SYNCSOURCE || r->vfy_state == VFY_RUNNING || !peer_ready(r))
 		return; /* the running resync, or the one after verify, copies them */
