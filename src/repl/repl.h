@@ -38,7 +38,9 @@
  *                    (start) -> consistent    [opened up to date, not just created: R9]
  *                    consistent -> uptodate   [verdict equal or source; --force]
  *                    any but failed -> inconsistent [becoming sync target; `invalidate`]
- *                    failed -> inconsistent   [`attach` only (F1): a new store]
+ *                    failed -> inconsistent   [`attach` only (F1): a new store;
+ *                                              the old one of a secondary goes on
+ *                                              to outdated (F2)]
  *                    inconsistent -> uptodate [RS_DONE]
  *                    inconsistent -> outdated [RS_DONE from an outdated source: R13]
  *                    inconsistent -> consistent [`primary --force` restores the image
@@ -55,6 +57,16 @@
  *       is false): writes are marked for it as while it is away. A
  *       secondary's disk that stays too slow (disk-slow-ms for disk-slow-s,
  *       vol_slow_watch) fails the same way while its primary serves.
+ *   F2. A secondary's old disk attached again keeps its data and generation
+ *       (outdated): it held every write it acknowledged before it failed,
+ *       and a primary that acknowledges a write without it starts a new
+ *       generation first (fg_finish, peer_failed, fg_dispatch), so the next
+ *       connect either copies it what changed or, when the primary is
+ *       diskless and kept the generation, makes it the up-to-date copy.
+ *   D4. A diskless primary counts a write as done on its peer only when the
+ *       peer's copy is whole (up to date: peer_whole), never on a sync
+ *       target: otherwise the write fails, and its old disk still holds
+ *       every acknowledged write (P7).
  *   R1. A front-end write completes only after the local store and, when the
  *       peer is connected, the peer completed it; if the peer is lost first,
  *       its region is marked out of sync (durably) before it completes.
@@ -207,8 +219,10 @@ int repl_demote(struct repl *r, char *msg, size_t len);
 int repl_connect(struct repl *r, char *msg, size_t len);
 int repl_disconnect(struct repl *r, char *msg, size_t len);
 int repl_invalidate(struct repl *r, char *msg, size_t len);
-/* F1: a new store (path, or the old one reopened: NULL) for a failed disk
- * on a secondary, filled by a full resync from the peer. */
+/* F1: a new store (path, or the old one reopened: NULL) for a failed disk.
+ * On a secondary a new one is filled by a full resync from the peer, the
+ * old one comes back outdated (F2); on a diskless primary it is filled
+ * from the peer (P1-P4) or, with no peer to fill it, taken back (P7). */
 int repl_attach(struct repl *r, const char *path, char *msg, size_t len);
 /* A planned switchover: makes node `to` (NULL: the one that is not primary
  * now) primary; the primary demotes first (R11), then the other promotes.
