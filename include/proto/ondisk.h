@@ -53,7 +53,11 @@
 #define TANDEM_MD_F_CONSISTENT (1u << 1)  /* data area is a consistent image */
 #define TANDEM_MD_F_UPTODATE (1u << 2)    /* data area was up to date */
 #define TANDEM_MD_F_CLEAN (1u << 3)       /* shut down cleanly */
-#define TANDEM_MD_F_FAILED (1u << 4)      /* the disk returned an I/O error */
+/* FAILED: the disk returned an I/O error; CONSISTENT and UPTODATE then say
+ * what it was when it failed. PEER_ONLY: since it failed, a write went only
+ * to the peer, which the old disk lacks. */
+#define TANDEM_MD_F_FAILED (1u << 4)
+#define TANDEM_MD_F_PEER_ONLY (1u << 5)
 
 struct tandem_md_sb {
 	uint64_t magic;

@@ -395,28 +395,44 @@ int repl_attach(struct repl *r, const char *path, char *msg, size_t len)
 	return replace_all(r, msg, len);
 }
 
-/* F2: a secondary's old disk, back: it holds what it held when it failed.
- * What it lacks since is marked on the primary, and every write the
- * primary acknowledged without it started a new generation there: the
- * next connect gives it what changed (or, when the primary is diskless and
- * kept the generation, makes it the up-to-date copy the primary serves
- * through). It is outdated until then: it never claims to be more. */
+/* F2: a secondary's old disk, back: it holds what it held when it failed
+ * (the metadata flags kept what it was then). What it lacks since is
+ * marked on the primary, and every write the primary acknowledged without
+ * it started a new generation there: the next connect gives it what
+ * changed, or, when the primary is diskless and kept the generation, makes
+ * it the up-to-date copy the primary serves through. It comes back as a
+ * restarted disk would (R9: consistent, or outdated if it was), never as
+ * more; an inconsistent one, or one that writes went past (PEER_ONLY: a
+ * diskless primary before a restart or handover), takes everything. */
 static int keep_old(struct repl *r, char *msg, size_t len)
 {
 	struct vol *v = r->v;
+	uint32_t f = sb(r)->flags;
 
+	if ((f & TANDEM_MD_F_PEER_ONLY) || !(f & TANDEM_MD_F_CONSISTENT)) {
+		/* it lacks writes that went only to the peer (it was a
+		 * diskless primary), or it was no consistent image when it
+		 * failed (a sync target): it takes everything */
+		log_warn("volume %s: the old disk %s: it gets all of %s's data", v->name,
+			 (f & TANDEM_MD_F_PEER_ONLY) ? "lacks writes that went only to the peer"
+						     : "was not consistent when it failed",
+			 peer_name(r));
+		return replace_all(r, msg, len);
+	}
 	bm_al_to_oos(r->bm);
 	bm_flush(r->bm, NULL);
 	vol_set_disk(v, VOL_INCONSISTENT);
-	vol_set_disk(v, VOL_OUTDATED);
+	/* what it was when it failed, as at a start (R9): up to date then
+	 * is consistent now; the next connect decides */
+	vol_set_disk(v, (f & TANDEM_MD_F_UPTODATE) ? VOL_CONSISTENT : VOL_OUTDATED);
 	if (vol_md_write(v)) {
 		snprintf(msg, len, "volume %s: writing metadata failed; the disk is failed",
 			 v->name);
 		return -EIO;
 	}
-	log_warn("volume %s: the old disk is back, outdated: the next connect to %s gives it "
-		 "what changed",
-		 v->name, peer_name(r));
+	log_warn("volume %s: the old disk is back, %s: the next connect to %s decides what it "
+		 "gets",
+		 v->name, vol_disk_name(v->disk), peer_name(r));
 	r->split_brain = false;
 	r->error[0] = '\0';
 	if (r->conn)

@@ -110,6 +110,12 @@ static void fg_finish(struct repl *r, struct vol_io *io)
 		if (io->type != BS_FLUSH) {
 			r->peer_only = true; /* P7 */
 			r->peer_only_fails = r->v->disk_fails;
+			if (!(sb(r)->flags & TANDEM_MD_F_PEER_ONLY)) {
+				/* F2: also after a restart, the old disk is
+				 * known to lack it */
+				sb(r)->flags |= TANDEM_MD_F_PEER_ONLY;
+				vol_md_write(r->v);
+			}
 		}
 	}
 	if (io->rep.lres == -ENODEV)

@@ -151,7 +151,10 @@ static void set_disk(struct vol *v, enum vol_disk d, bool opening)
 	/* The state outlives a restart: a failed disk may be missing writes,
 	 * an outdated or inconsistent one must not be served as up to date.
 	 * (Synchronous, but it happens on state changes only.) */
-	f = v->md->sb.flags & ~(TANDEM_MD_F_UPTODATE | TANDEM_MD_F_CONSISTENT | TANDEM_MD_F_FAILED);
+	f = v->md->sb.flags;
+	if (d != VOL_FAILED && d != VOL_DISKLESS)
+		f &= ~(TANDEM_MD_F_UPTODATE | TANDEM_MD_F_CONSISTENT | TANDEM_MD_F_FAILED |
+		       TANDEM_MD_F_PEER_ONLY);
 	switch (d) {
 	case VOL_UPTODATE:
 	case VOL_CONSISTENT: /* up to date when last known; every start checks again */
@@ -159,7 +162,11 @@ static void set_disk(struct vol *v, enum vol_disk d, bool opening)
 		break;
 	case VOL_OUTDATED: f |= TANDEM_MD_F_CONSISTENT; break;
 	case VOL_FAILED:
-	case VOL_DISKLESS: f |= TANDEM_MD_F_FAILED; break; /* latched across a restart */
+	case VOL_DISKLESS:
+		/* latched across a restart; the other flags keep what the disk
+		 * was when it failed, which its old disk is again (F2) */
+		f |= TANDEM_MD_F_FAILED;
+		break;
 	default: break;
 	}
 	if (f != v->md->sb.flags) {

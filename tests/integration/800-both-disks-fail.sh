@@ -18,6 +18,16 @@
 #     newer; before F2 it would have been served from). a's old disk,
 #     attached next, is up to date at once (no write went only to b), and
 #     b gets what changed.
+# Part 3, a primary alone whose disk fails, then a restart:
+#  7. b is killed: a writes alone (the witness knows). a's store fails:
+#     writes fail. a is killed.
+#  8. b restarts: the witness refuses its claim (a wrote alone): outdated.
+#  9. a restarts, its disk still failed (latched), and attaches its old
+#     disk: it comes back as a restarted disk would (consistent), the
+#     connect finds it the newer copy, and a is primary again with every
+#     write it acknowledged alone; b gets what changed. Before, the
+#     attach threw a's data away and both copies ended outdated: no
+#     primary, and a's writes were gone.
 # Each part ends with the replicas identical and the checker finding every
 # block at its last acknowledged version or a later attempted one.
 # Before F2 a secondary's attach always threw its data away (a full
@@ -59,7 +69,7 @@ log "attach on a refused: $out"
 out=$(ctl_on b attach vol0 2>&1) || fail "attach on b: $out"
 wait_for b "v['disk'] == 'uptodate'" 30
 wait_for a "p['disk'] == 'uptodate' and p['replication'] == 'established'" 30
-this_run b | grep -q 'the old disk is back, outdated' || fail "b does not say its old disk is back"
+this_run b | grep -q 'the old disk is back, consistent' || fail "b does not say its old disk is back"
 if this_run a | grep -q 'full sync'; then fail "a full sync after the old disk came back"; fi
 out=$(ctl_on a attach vol0 2>&1) || fail "attach on a: $out"
 wait_for a "v['role'] == 'primary' and v['disk'] == 'uptodate' and p['disk'] == 'uptodate' and p['out_of_sync_bytes'] == 0" 60
@@ -97,6 +107,36 @@ compare_replicas 90
 python3 "$TANDEM_TOOLS/checker.py" verify --state "$T/check.json" \
 	--nodes "127.0.0.1:${NBDP[a]}" "$T/a/vol0.img" "$T/b/vol0.img" ||
 	fail "part 2: the checker found acknowledged writes lost"
+log "part 2 ok"
+
+# 7. a alone, then its disk fails, then it dies
+checker_start 802
+crash b
+wait_for a "p['connection'] != 'connected'" 20
+sleep 2
+this_run a | grep -q "the witness knows this node writes alone" || fail "a did not write alone"
+ctl_on a inject vol0 write >/dev/null || fail "inject on a refused"
+wait_for a "v['disk'] == 'failed'" 30
+sleep 1
+crash a
+
+# 8. b back: refused
+start b
+wait_for b "v['disk'] == 'outdated'" 30
+[ "$(jfield b "v['role']")" = secondary ] || fail "b took over although a wrote alone"
+
+# 9. a back, its old disk attached
+start a
+wait_for a "v['disk'] == 'failed'" 30
+out=$(ctl_on a attach vol0 2>&1) || fail "attach on a: $out"
+wait_for a "v['role'] == 'primary' and v['disk'] == 'uptodate' and p['disk'] == 'uptodate' and p['out_of_sync_bytes'] == 0" 60
+if this_run a | grep -q 'full sync'; then fail "a full sync after a's old disk came back"; fi
+sleep 1
+checker_stop
+compare_replicas 90
+python3 "$TANDEM_TOOLS/checker.py" verify --state "$T/check.json" \
+	--nodes "127.0.0.1:${NBDP[a]}" "$T/a/vol0.img" "$T/b/vol0.img" ||
+	fail "part 3: the checker found acknowledged writes lost"
 stop a
 stop b
 kill_witness TERM
