@@ -83,6 +83,13 @@ $(ENGINE_UNIT:%=$(B)/tests/%): $(B)/tests/%: $(B)/obj/tests/unit/%.o $(ENGINE_SU
 ALLOC_FAULT_LDFLAGS = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=posix_memalign \
 	-Wl,--wrap=strdup $(B)/obj/tests/unit/support/alloc_fault.o
 $(B)/tests/test_repl_engine: $(B)/obj/tests/unit/support/alloc_fault.o
+# test_bs and test_md run allocation fault loops of their own.
+ALLOC_UNIT := test_bs test_md
+$(ALLOC_UNIT:%=$(B)/tests/%): $(B)/tests/%: $(B)/obj/tests/unit/%.o \
+		$(B)/obj/tests/unit/support/alloc_fault.o $(B)/libtandem.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $(ALLOC_FAULT_LDFLAGS) $(filter-out %/alloc_fault.o,$^) $(LDLIBS) \
+		-lcmocka -o $@
 
 unit: all $(UNIT_BIN)
 	@bash tests/run-unit.sh $(B)

@@ -7,11 +7,15 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "../../src/bs/bs.h"
 #include "../../src/common/util.h"
 #include "../../src/ev/ev.h"
+#include "support/alloc_fault.h"
 
 #define KIB 1024ull
 #define MIB (1024ull * 1024)
@@ -554,6 +558,247 @@ static void test_fault_parallel(void **state)
 	bs_close(bs);
 }
 
+/* ---- the crash store (bs_crash.c) ---- */
+
+static int crash_over_file(struct fx *f, unsigned crash_at, int kind, struct bs *inner,
+			   struct bs **bs)
+{
+	struct crash_hook *hook;
+
+	if (!inner) {
+		int r = bs_file_open(f->ev, f->path, VOL_SIZE, false, &inner);
+		if (r)
+			return r;
+	}
+	int r = bs_crash_open(inner, f->path, "unit", 7, kind, crash_at, bs, &hook);
+	if (r)
+		bs_close(inner);
+	return r;
+}
+
+static void file_read(struct fx *f, uint64_t off, size_t len, uint8_t *buf)
+{
+	int fd = open(f->path, O_RDONLY);
+
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, buf, len, (off_t)off), (ssize_t)len);
+	close(fd);
+}
+
+/* C3 and C2 without a crash: writes complete into the cache (the file
+ * below does not have them yet), reads and block_status see them, a flush
+ * or a FUA write puts them on the file; close writes back the rest. */
+static void test_crash_store_cache(void **state)
+{
+	struct fx *f = *state;
+	struct bs *bs = NULL, *ram = NULL;
+	struct bs_extent ext[4];
+	unsigned n = 0;
+
+	assert_int_equal(bs_ram_open(f->ev, VOL_SIZE, &ram), 0);
+	assert_int_equal(bs_crash_open(ram, "", "unit", 1, BS_CRASH_ANY, 1, &bs, NULL),
+			 -EOPNOTSUPP);
+	bs_close(ram);
+	unlink(f->path);
+	assert_int_equal(crash_over_file(f, ~0u, BS_CRASH_ANY, NULL, &bs), 0);
+	pattern(f->a, 64 * KIB, 1);
+	assert_int_equal(run_io(f->ev, bs, BS_WRITE, 0, 0, 64 * KIB, f->a), 0);
+	file_read(f, 0, 64 * KIB, f->b);
+	assert_true(is_zero(f->b, 64 * KIB)); /* cached, not on the file yet */
+	read_expect_pattern(f, bs, 0, 64 * KIB, 1);
+	assert_int_equal(bs->ops->block_status(bs, 0, 64 * KIB, ext, 4, &n), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(ext[0].flags, 0); /* data */
+	assert_int_equal(bs->ops->block_status(bs, 0, 64 * KIB, ext, 0, &n), -EINVAL);
+	/* a zeroed range over cached data reads as zeros */
+	assert_int_equal(run_io(f->ev, bs, BS_ZERO, 0, 4 * KIB, 4 * KIB, NULL), 0);
+	assert_int_equal(run_io(f->ev, bs, BS_READ, 0, 0, 64 * KIB, f->b), 0);
+	assert_true(is_zero(f->b + 4 * KIB, 4 * KIB));
+	assert_true(is_pattern(f->b, 4 * KIB, 1));
+	assert_int_equal(run_io(f->ev, bs, BS_FLUSH, 0, 0, 0, NULL), 0);
+	file_read(f, 0, 4 * KIB, f->b);
+	assert_true(is_pattern(f->b, 4 * KIB, 1)); /* C2: on the file now */
+	/* FUA: on the file when it completes */
+	pattern(f->a, 4 * KIB, 2);
+	assert_int_equal(run_io(f->ev, bs, BS_WRITE, BS_F_FUA, 128 * KIB, 4 * KIB, f->a), 0);
+	file_read(f, 128 * KIB, 4 * KIB, f->b);
+	assert_true(is_pattern(f->b, 4 * KIB, 2));
+	/* a flush with nothing cached completes at once */
+	assert_int_equal(run_io(f->ev, bs, BS_FLUSH, 0, 0, 0, NULL), 0);
+	assert_int_equal(run_io(f->ev, bs, (enum bs_op)99, 0, 0, 0, NULL), -EINVAL);
+	pattern(f->a, 4 * KIB, 3);
+	assert_int_equal(run_io(f->ev, bs, BS_WRITE, 0, 256 * KIB, 4 * KIB, f->a), 0);
+	bs_close(bs); /* writes back what is cached */
+	file_read(f, 256 * KIB, 4 * KIB, f->b);
+	assert_true(is_pattern(f->b, 4 * KIB, 3));
+}
+
+/* The store below fails the write-back: the flush waiting for it fails
+ * with that error, and the write stays cached (readable). */
+static void test_crash_store_writeback_fails(void **state)
+{
+	struct fx *f = *state;
+	struct bs *file = NULL, *fault = NULL, *bs = NULL;
+
+	unlink(f->path);
+	assert_int_equal(bs_file_open(f->ev, f->path, VOL_SIZE, false, &file), 0);
+	assert_int_equal(bs_fault_open(file, BS_WRITE, 1, true, EIO, &fault), 0);
+	assert_int_equal(crash_over_file(f, ~0u, BS_CRASH_ANY, fault, &bs), 0);
+	pattern(f->a, 4 * KIB, 4);
+	assert_int_equal(run_io(f->ev, bs, BS_WRITE, 0, 0, 4 * KIB, f->a), 0);
+	assert_int_equal(run_io(f->ev, bs, BS_FLUSH, 0, 0, 0, NULL), -EIO);
+	read_expect_pattern(f, bs, 0, 4 * KIB, 4);
+	bs_fault_disarm(fault);
+	bs_close(bs);
+}
+
+/* C1: a crash at data write k leaves on the file a prefix of the writes
+ * that completed before it (in completion order), the next one torn (each
+ * of its sectors old or new), nothing after. Each write goes to a block of
+ * its own, so the file says which survived. */
+static void test_crash_store_crash_leaves_prefix(void **state)
+{
+	struct fx *f = *state;
+	enum { WRITES = 12, LEN = 4096 };
+
+	for (unsigned k = 2; k <= WRITES; k += 3) {
+		pid_t pid;
+		int st;
+
+		unlink(f->path);
+		pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			struct bs *bs = NULL;
+			f->ev = ev_new(64); /* the parent's ring is not this process's */
+			if (!f->ev || crash_over_file(f, k, BS_CRASH_WRITE, NULL, &bs))
+				_exit(2);
+			for (unsigned i = 1; i <= WRITES; i++) {
+				pattern(f->a, LEN, i);
+				if (run_io(f->ev, bs, BS_WRITE, 0, (uint64_t)i * LEN, LEN, f->a))
+					_exit(3);
+			}
+			_exit(4); /* the crash did not come */
+		}
+		assert_int_equal(waitpid(pid, &st, 0), pid);
+		assert_true(WIFSIGNALED(st));
+		assert_int_equal(WTERMSIG(st), SIGKILL);
+		/* writes 1..k-1 completed before the crash point of write k */
+		bool torn_seen = false, gone = false;
+		for (unsigned i = 1; i <= WRITES; i++) {
+			file_read(f, (uint64_t)i * LEN, LEN, f->b);
+			bool whole = is_pattern(f->b, LEN, i), zero = is_zero(f->b, LEN);
+			if (i >= k) {
+				assert_true(zero); /* never completed */
+				continue;
+			}
+			if (gone) {
+				assert_true(zero);
+				continue;
+			}
+			if (whole)
+				continue;
+			/* the torn one: each sector is the old (zero) or the new */
+			pattern(f->a, LEN, i);
+			for (unsigned s = 0; s < LEN; s += 512)
+				assert_true(is_zero(f->b + s, 512) ||
+					    !memcmp(f->b + s, f->a + s, 512));
+			assert_false(torn_seen);
+			torn_seen = gone = true;
+		}
+	}
+}
+
+/* ---- allocation failures ---- */
+
+/* Each allocation of an open fails in turn until the open succeeds: every
+ * failure is -ENOMEM and leaves nothing behind (the sanitizer build checks
+ * for leaks). */
+static void test_alloc_fault_open(void **state)
+{
+	struct fx *f = *state;
+
+	for (unsigned kind = 0; kind < 5; kind++) {
+		unsigned n;
+		for (n = 1; n < 64; n++) {
+			struct bs *inner = NULL, *bs = NULL;
+			struct crash_hook *hook;
+			int r;
+
+			if (kind >= 2)
+				assert_int_equal(kind == 4 ? bs_file_open(f->ev, f->path, VOL_SIZE,
+									  false, &inner)
+							   : bs_ram_open(f->ev, VOL_SIZE, &inner),
+						 0);
+			alloc_fault_arm(n);
+			switch (kind) {
+			case 0: r = bs_ram_open(f->ev, VOL_SIZE, &bs); break;
+			case 1: r = bs_file_open(f->ev, f->path, VOL_SIZE, true, &bs); break;
+			case 2: r = bs_fault_open(inner, BS_WRITE, 1, false, EIO, &bs); break;
+			case 3: r = bs_slow_open(inner, 1, &bs); break;
+			default:
+				r = bs_crash_open(inner, f->path, "unit", 1, BS_CRASH_ANY, ~0u, &bs,
+						  &hook);
+				break;
+			}
+			bool fired = alloc_fault_fired();
+			alloc_fault_arm(0);
+			if (r == 0) { /* (an allocation it can do without: the probe) */
+				bs_close(bs);
+				if (!fired)
+					break;
+				continue;
+			}
+			assert_true(fired);
+			assert_int_equal(r, -ENOMEM);
+			if (inner)
+				bs_close(inner); /* not taken */
+		}
+		assert_true(n > 1 || kind == 0); /* each allocates */
+	}
+}
+
+/* Each allocation of a crash store's requests fails in turn: the request
+ * fails with -ENOMEM (once, from the loop), and the store goes on. */
+static void test_alloc_fault_crash_store_io(void **state)
+{
+	struct fx *f = *state;
+	struct bs *bs = NULL;
+	static const struct {
+		enum bs_op type;
+		uint32_t flags;
+	} ops[] = { { BS_WRITE, 0 },
+		    { BS_READ, 0 },
+		    { BS_FLUSH, 0 },
+		    { BS_WRITE, BS_F_FUA },
+		    { BS_ZERO, 0 } };
+
+	unlink(f->path);
+	assert_int_equal(crash_over_file(f, ~0u, BS_CRASH_ANY, NULL, &bs), 0);
+	for (unsigned i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+		for (unsigned n = 1; n < 8; n++) {
+			struct op o;
+			pattern(f->a, 4 * KIB, 5);
+			alloc_fault_arm(n);
+			op_start(bs, &o, ops[i].type, ops[i].flags, 8 * KIB,
+				 ops[i].type == BS_FLUSH ? 0 : 4 * KIB,
+				 ops[i].type == BS_ZERO || ops[i].type == BS_FLUSH
+					 ? NULL
+					 : (ops[i].type == BS_READ ? f->b : f->a));
+			bool fired = alloc_fault_fired();
+			alloc_fault_arm(0);
+			wait_all(f->ev, &o, 1);
+			if (!fired) {
+				assert_int_equal(o.res, 0);
+				break;
+			}
+			assert_int_equal(o.res, -ENOMEM);
+		}
+	}
+	assert_int_equal(run_io(f->ev, bs, BS_FLUSH, 0, 0, 0, NULL), 0);
+	bs_close(bs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -569,6 +814,12 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_fault_nth_write_on_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fault_other_types, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fault_parallel, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_crash_store_cache, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_crash_store_writeback_fails, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_crash_store_crash_leaves_prefix, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_alloc_fault_open, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_alloc_fault_crash_store_io, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

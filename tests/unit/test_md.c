@@ -7,11 +7,14 @@
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 
 #include "../../src/common/crc32c.h"
 #include "../../src/md/md.h"
+#include "support/alloc_fault.h"
 
 #define CRC_OFF offsetof(struct tandem_md_sb, crc)
 
@@ -636,6 +639,81 @@ static void test_open_errors(void **state)
 	assert_null(md);
 }
 
+/* A write the file takes only in part (the file size limit cuts it, as a
+ * full filesystem would): the superblock and the attribute area report
+ * -EIO, a write the descriptor refuses -errno; the state in memory is
+ * unchanged, and the next write, with room again, succeeds. */
+static void test_short_and_failed_writes(void **state)
+{
+	struct fixture *f = *state;
+	struct md *md = NULL;
+	struct rlimit old, lim;
+	uint8_t attr[100] = { 1, 2, 3 };
+	int rw, ro;
+
+	assert_int_equal(md_open(f->path, &f->init, &md), 0);
+	assert_int_equal(md->slot, 0);
+	assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+	signal(SIGXFSZ, SIG_IGN);
+	lim = old;
+	lim.rlim_cur = TANDEM_MD_SLOT_SIZE + 16; /* slot 1 is cut after 16 bytes */
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+	assert_int_equal(md_write(md), -EIO);
+	assert_int_equal(md->slot, 0);
+	lim.rlim_cur = TANDEM_MD_META_OFFSET + 16;
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+	assert_int_equal(md_meta_write(md, attr, sizeof(attr)), -EIO);
+	assert_int_equal(md->meta_seq, 0);
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+	signal(SIGXFSZ, SIG_DFL);
+	ro = open(f->path, O_RDONLY | O_CLOEXEC);
+	assert_true(ro >= 0);
+	rw = md->fd;
+	md->fd = ro;
+	assert_int_equal(md_meta_write(md, attr, sizeof(attr)), -EBADF);
+	md->fd = rw;
+	close(ro);
+	assert_int_equal(md_meta_write(md, attr, sizeof(attr)), 0);
+	assert_int_equal(md->meta_seq, 1);
+	assert_int_equal(md_write(md), 0);
+	md_close(md);
+}
+
+/* Each allocation of an open, and of an attribute write, fails in turn:
+ * -ENOMEM, nothing written, nothing leaked (the sanitizer build). */
+static void test_alloc_faults(void **state)
+{
+	struct fixture *f = *state;
+	struct md *md = NULL;
+	uint8_t attr[64] = { 7 };
+	unsigned n;
+	int r;
+
+	for (n = 1; n < 32; n++) {
+		unlink(f->path);
+		md = NULL;
+		alloc_fault_arm(n);
+		r = md_open(f->path, &f->init, &md);
+		bool fired = alloc_fault_fired();
+		alloc_fault_arm(0);
+		if (!fired) {
+			assert_int_equal(r, 0);
+			break;
+		}
+		assert_int_equal(r, -ENOMEM);
+		assert_null(md);
+	}
+	assert_true(n > 1);
+	alloc_fault_arm(1);
+	r = md_meta_write(md, attr, sizeof(attr));
+	assert_true(alloc_fault_fired());
+	alloc_fault_arm(0);
+	assert_int_equal(r, -ENOMEM);
+	assert_int_equal(md->meta_seq, 0);
+	assert_int_equal(md_meta_write(md, attr, sizeof(attr)), 0);
+	md_close(md);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -656,6 +734,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_meta_area, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_errors, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_short_and_failed_writes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_alloc_faults, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
