@@ -1115,6 +1115,62 @@ static void test_compressed_without_feature(void **state)
 	pair_close(&p);
 }
 
+/* A peer that breaks the protocol: each message below, pushed into one
+ * side's connection as if from the other, ends that connection with the
+ * reason in status (never a crash, never data taken), and the next
+ * connection brings the pair back in sync. */
+static void test_protocol_violations(void **state)
+{
+	static const struct {
+		unsigned to; /* the node that receives it */
+		uint16_t type;
+		uint64_t off;
+		uint32_t len, body;
+		const char *why;
+	} cases[] = {
+		{ NB, REPL_RS_DATA, 0, 4096, 4096, "resync data while not sync target" },
+		{ NB, REPL_WRITE, 1ull << 40, 4096, 4096, "outside the volume or misaligned" },
+		{ NB, REPL_WRITE, 100, 4096, 4096, "malformed message of type 10" },
+		{ NB, REPL_BITMAP_END, 0, 0, 0, "unexpected message of type 5" },
+		{ NB, REPL_SET_GEN, 0, 0, 0, "unexpected new generation" },
+		{ NB, REPL_RDATA, 0, 4096, 4096, "read data for no read" },
+		{ NA, REPL_WRITE, 0, 4096, 4096, "sent data while this node is primary" },
+		{ NA, REPL_WRITE, 0, 4096, 1, "bad message header" },
+		{ NA, REPL_ACK, 0, 0, 0, "length impossible for the type" },
+		{ NA, 200, 0, 0, 0, "unknown type" },
+	};
+	static uint8_t msg[sizeof(struct repl_hdr) + sizeof(struct repl_io) + 4096];
+	struct pair p;
+	(void)state;
+
+	connect_empty_pair(&p);
+	for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct stub_conn *old = a_conn();
+		struct repl_io io = { .seq = 1u << 30, .off = cases[i].off, .len = cases[i].len };
+		size_t n;
+
+		memset(msg, 0x5a, sizeof(msg));
+		if (cases[i].type == REPL_SET_GEN)
+			n = repl_enc_gen(msg, REPL_SET_GEN, 0x1234, 0x5678);
+		else if (cases[i].type == REPL_BITMAP_END)
+			n = repl_enc_empty(msg, REPL_BITMAP_END);
+		else if (cases[i].len)
+			n = repl_enc_io(msg, cases[i].type, &io) + cases[i].body;
+		else
+			n = repl_enc_hdr(msg, cases[i].type, 0);
+		if (cases[i].body == 1) /* a body too short for its type */
+			n = repl_enc_hdr(msg, cases[i].type, 1) + 1;
+		if (cases[i].type == REPL_WRITE || cases[i].type == REPL_RS_DATA ||
+		    cases[i].type == REPL_RDATA)
+			repl_enc_hdr(msg, cases[i].type, (uint32_t)(n - sizeof(struct repl_hdr)));
+		stub_push(cases[i].to == NB ? old->peer : old, msg, n);
+		WAIT_FOR(&p, strstr(status(&p, cases[i].to).error, cases[i].why));
+		WAIT_FOR(&p, a_conn() != old && in_sync(&p));
+	}
+	assert_same_data(&p);
+	pair_close(&p);
+}
+
 /* The admin calls refuse what the state does not allow, each with -errno
  * and a message, and change nothing: a pair in sync, a primary. */
 static void test_admin_refusals(void **state)
@@ -1516,6 +1572,7 @@ int main(void)
 		cmocka_unit_test(test_compressed_resync),
 		cmocka_unit_test(test_compressed_garbage),
 		cmocka_unit_test(test_compressed_without_feature),
+		cmocka_unit_test(test_protocol_violations),
 		cmocka_unit_test(test_admin_refusals),
 		cmocka_unit_test(test_fault_loop_store),
 		cmocka_unit_test(test_fault_loop_meta),
