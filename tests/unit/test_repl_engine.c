@@ -1171,6 +1171,52 @@ static void test_protocol_violations(void **state)
 	pair_close(&p);
 }
 
+/* The disk calls refuse what the disk's state does not allow, each with
+ * -errno and a message: fault and crash injection on a RAM store or a
+ * failed disk, an unknown operation, invalidate of a failed disk, attach
+ * of a store that cannot be opened; then attach (RAM: a new store) brings
+ * b back in sync. */
+static void test_disk_admin_refusals(void **state)
+{
+	struct pair p;
+	struct vol *va, *vb;
+	struct wio w;
+	char msg[256];
+	(void)state;
+
+	connect_empty_pair(&p);
+	va = p.n[NA].v;
+	vb = p.n[NB].v;
+#define REFUSED(call, err, words)                                 \
+	do {                                                      \
+		msg[0] = 0;                                       \
+		assert_int_equal((call), (err));                  \
+		if (!strstr(msg, (words)))                        \
+			fail_msg("%s: message '%s'", #call, msg); \
+	} while (0)
+	REFUSED(vol_inject_crash(vb, 0, 1, 1, msg, sizeof(msg)), -EOPNOTSUPP, "RAM store");
+	REFUSED(vol_inject(vb, "scribble", 0, EIO, false, msg, sizeof(msg)), -EINVAL,
+		"no operation 'scribble'");
+	assert_int_equal(vol_inject_slow(vb, 0, msg, sizeof(msg)), 0); /* nothing to undo */
+	assert_int_equal(vol_inject(vb, "write", 0, EIO, false, msg, sizeof(msg)), 0);
+	submit_write(&p, NA, &w, 0, 64 * KIB, 0x21);
+	WAIT_FOR(&p, w.done && vb->disk == VOL_FAILED && status(&p, NA).peer_disk == VOL_FAILED);
+	assert_int_equal(w.res, 0); /* a goes on; b's disk is failed */
+	free(w.buf);
+	REFUSED(vol_inject_slow(vb, 10, msg, sizeof(msg)), -ENODEV, "the disk is failed");
+	REFUSED(vol_inject_crash(vb, 0, 1, 1, msg, sizeof(msg)), -ENODEV, "the disk is failed");
+	REFUSED(repl_invalidate(vb->repl, msg, sizeof(msg)), -EIO, "brings one back");
+	REFUSED(repl_attach(vb->repl, "/nonexistent/dir/b.img", msg, sizeof(msg)), -ENOENT,
+		"/nonexistent/dir/b.img");
+	assert_int_equal(vb->disk, VOL_FAILED);
+	assert_int_equal(repl_attach(vb->repl, NULL, msg, sizeof(msg)), 0);
+	WAIT_FOR(&p, in_sync(&p));
+	assert_int_equal(va->disk, VOL_UPTODATE);
+	assert_same_data(&p);
+#undef REFUSED
+	pair_close(&p);
+}
+
 /* The admin calls refuse what the state does not allow, each with -errno
  * and a message, and change nothing: a pair in sync, a primary. */
 static void test_admin_refusals(void **state)
@@ -1573,6 +1619,7 @@ int main(void)
 		cmocka_unit_test(test_compressed_garbage),
 		cmocka_unit_test(test_compressed_without_feature),
 		cmocka_unit_test(test_protocol_violations),
+		cmocka_unit_test(test_disk_admin_refusals),
 		cmocka_unit_test(test_admin_refusals),
 		cmocka_unit_test(test_fault_loop_store),
 		cmocka_unit_test(test_fault_loop_meta),
