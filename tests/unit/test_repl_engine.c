@@ -1217,6 +1217,57 @@ static void test_disk_admin_refusals(void **state)
 	pair_close(&p);
 }
 
+/* Strangers at b's replication address: a HELLO from another cluster, for a
+ * volume b does not have, from a node that is not the volume's peer, or
+ * with protocol versions b does not speak, is refused with an ERROR that
+ * says which, and the connection closes; the pair's own connection is not
+ * disturbed. */
+static void test_handshake_refusals(void **state)
+{
+	static const struct {
+		const char *cluster, *node, *volume;
+		uint16_t pmin, pmax;
+		const char *why;
+	} cases[] = {
+		{ "other", "a", "vol0", REPL_PROTO_MIN, REPL_PROTO_MAX, "foreign cluster 'other'" },
+		{ "ut", "a", "nosuch", REPL_PROTO_MIN, REPL_PROTO_MAX,
+		  "no replicated volume 'nosuch'" },
+		{ "ut", "zz", "vol0", REPL_PROTO_MIN, REPL_PROTO_MAX, "node 'zz' is not the peer" },
+		{ "ut", "a", "vol0", REPL_PROTO_MAX + 1, REPL_PROTO_MAX + 2, "protocol versions" },
+	};
+	uint8_t msg[sizeof(struct repl_hdr) + sizeof(struct repl_hello)];
+	struct pair p;
+	(void)state;
+
+	connect_empty_pair(&p);
+	for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct repl_hello h;
+		struct stub_conn *s;
+		int fd = eventfd(0, EFD_CLOEXEC);
+		size_t n;
+
+		memset(&h, 0, sizeof(h));
+		h.magic = REPL_HELLO_MAGIC;
+		h.proto_min = cases[i].pmin;
+		h.proto_max = cases[i].pmax;
+		snprintf(h.cluster, sizeof(h.cluster), "%s", cases[i].cluster);
+		snprintf(h.node, sizeof(h.node), "%s", cases[i].node);
+		snprintf(h.volume, sizeof(h.volume), "%s", cases[i].volume);
+		n = repl_enc_hello(msg, &h);
+		assert_true(fd >= 0);
+		assert_int_equal(stub_accept(p.addr_b, fd), 0);
+		s = stub_conn_at(stub_nconns() - 1);
+		p.seen = stub_nconns(); /* not one of a's dials */
+		stub_push(s, msg, n);
+		WAIT_FOR(&p, !s->c || s->shut);
+		assert_true(s->out_len > 0);
+		if (!memmem(s->out, s->out_len, cases[i].why, strlen(cases[i].why)))
+			fail_msg("case %u: no '%s' in what b sent", i, cases[i].why);
+	}
+	assert_true(in_sync(&p));
+	pair_close(&p);
+}
+
 /* The admin calls refuse what the state does not allow, each with -errno
  * and a message, and change nothing: a pair in sync, a primary. */
 static void test_admin_refusals(void **state)
@@ -1620,6 +1671,7 @@ int main(void)
 		cmocka_unit_test(test_compressed_without_feature),
 		cmocka_unit_test(test_protocol_violations),
 		cmocka_unit_test(test_disk_admin_refusals),
+		cmocka_unit_test(test_handshake_refusals),
 		cmocka_unit_test(test_admin_refusals),
 		cmocka_unit_test(test_fault_loop_store),
 		cmocka_unit_test(test_fault_loop_meta),
