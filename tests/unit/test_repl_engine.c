@@ -1138,6 +1138,9 @@ static void test_protocol_violations(void **state)
 		{ NA, REPL_WRITE, 0, 4096, 1, "bad message header" },
 		{ NA, REPL_ACK, 0, 0, 0, "length impossible for the type" },
 		{ NA, 200, 0, 0, 0, "unknown type" },
+		{ NB, REPL_RS_DONE, 0, 0, 0, "resync done while not sync target" },
+		{ NA, REPL_RS_START, 0, 0, 0, "unexpected resync start" },
+		{ NA, REPL_ACK, 0, 0, 2, "acknowledgement for unknown request" },
 	};
 	static uint8_t msg[sizeof(struct repl_hdr) + sizeof(struct repl_io) + 4096];
 	struct pair p;
@@ -1150,8 +1153,15 @@ static void test_protocol_violations(void **state)
 		size_t n;
 
 		memset(msg, 0x5a, sizeof(msg));
-		if (cases[i].type == REPL_SET_GEN)
-			n = repl_enc_gen(msg, REPL_SET_GEN, 0x1234, 0x5678);
+		if (cases[i].type == REPL_ACK && cases[i].body == 2) { /* for no request */
+			struct repl_ack_entry e = { .seq = 1u << 30, .res = 0 };
+			n = repl_enc_ack_hdr(msg, 1);
+			memcpy(msg + n, &e, sizeof(e));
+			n += sizeof(e);
+			repl_enc_hdr(msg, REPL_ACK, (uint32_t)(n - sizeof(struct repl_hdr)));
+		} else if (cases[i].type == REPL_SET_GEN || cases[i].type == REPL_RS_DONE ||
+			   cases[i].type == REPL_RS_START)
+			n = repl_enc_gen(msg, cases[i].type, 0x1234, 0x5678);
 		else if (cases[i].type == REPL_BITMAP_END)
 			n = repl_enc_empty(msg, REPL_BITMAP_END);
 		else if (cases[i].len)
