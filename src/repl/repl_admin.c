@@ -326,6 +326,22 @@ int repl_verify(struct repl *r, char *msg, size_t len)
 static int replace_all(struct repl *r, char *msg, size_t len);
 static int keep_old(struct repl *r, char *msg, size_t len);
 
+/* The disk here changed under the connection: the next handshake decides
+ * again what goes where (at once, not after the retry backoff). */
+static int reconnect_now(struct repl *r)
+{
+	r->split_brain = false;
+	r->error[0] = '\0';
+	if (r->conn)
+		conn_abort(r->conn);
+	r->backoff_ms = RETRY_MIN_MS;
+	if (!r->admin_down) {
+		ev_timer_cancel(r->ev, &r->retry);
+		schedule_dial(r);
+	}
+	return 0;
+}
+
 int repl_invalidate(struct repl *r, char *msg, size_t len)
 {
 	struct vol *v = r->v;
@@ -433,16 +449,7 @@ static int keep_old(struct repl *r, char *msg, size_t len)
 	log_warn("volume %s: the old disk is back, %s: the next connect to %s decides what it "
 		 "gets",
 		 v->name, vol_disk_name(v->disk), peer_name(r));
-	r->split_brain = false;
-	r->error[0] = '\0';
-	if (r->conn)
-		conn_abort(r->conn);
-	r->backoff_ms = RETRY_MIN_MS;
-	if (!r->admin_down) {
-		ev_timer_cancel(r->ev, &r->retry);
-		schedule_dial(r);
-	}
-	return 0;
+	return reconnect_now(r);
 }
 
 /* This node's data is to be replaced by the peer's (a full resync). */
@@ -458,16 +465,7 @@ static int replace_all(struct repl *r, char *msg, size_t len)
 		return -EIO;
 	}
 	vol_set_disk(v, VOL_INCONSISTENT);
-	r->split_brain = false;
-	r->error[0] = '\0';
-	if (r->conn)
-		conn_abort(r->conn);
-	r->backoff_ms = RETRY_MIN_MS;
-	if (!r->admin_down) {
-		ev_timer_cancel(r->ev, &r->retry);
-		schedule_dial(r);
-	}
-	return 0;
+	return reconnect_now(r);
 }
 
 int repl_in_sync(const struct repl *r, char *msg, size_t len)
