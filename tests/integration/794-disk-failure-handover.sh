@@ -22,8 +22,7 @@ need python3
 export VOL_SIZE=64M
 write_config3 "$T/cluster.ini"
 sed -i "s|^secret = .*|&\non-disk-failure = handover|" "$CFG"
-sed -i "s|^nbd = 127.0.0.1:${NBDP[a]}\$|&\nfault-injection = on|" "$CFG"
-grep -q '^fault-injection = on' "$CFG" || fail "fault-injection not in the config"
+fault_injection_on a
 
 # a wrong value is refused with the key named
 sed "s|^on-disk-failure = handover|on-disk-failure = maybe|" "$CFG" >"$T/bad.ini"

@@ -21,7 +21,7 @@ need python3 qemu-io
 
 export VOL_SIZE=64M
 write_config3 "$T/cluster.ini"
-sed -i "s|^nbd = 127.0.0.1:${NBDP[a]}\$|&\nfault-injection = on|" "$CFG"
+fault_injection_on a
 start_trio
 wait_for a "p['replication'] == 'established' and p['disk'] == 'uptodate'" 30
 

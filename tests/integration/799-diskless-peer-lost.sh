@@ -29,10 +29,7 @@ need python3
 export VOL_SIZE=64M
 QUORUM_TIMEOUT=5 write_config3 "$T/cluster.ini"
 sed -i "s|^secret = .*|&\ndisk-slow-ms = 100\ndisk-slow-s = 2|" "$CFG"
-for n in a b; do
-	sed -i "s|^nbd = 127.0.0.1:${NBDP[$n]}\$|&\nfault-injection = on|" "$CFG"
-done
-[ "$(grep -c '^fault-injection = on' "$CFG")" = 2 ] || fail "fault-injection not in the config"
+fault_injection_on a b
 start_trio
 wait_for a "v['role'] == 'primary' and p['disk'] == 'uptodate'" 30
 BLOCKS=2048

@@ -43,13 +43,20 @@ need python3
 
 export VOL_SIZE=64M
 QUORUM_TIMEOUT=5 write_config3 "$T/cluster.ini"
-for n in a b; do
-	sed -i "s|^nbd = 127.0.0.1:${NBDP[$n]}\$|&\nfault-injection = on|" "$CFG"
-done
-[ "$(grep -c '^fault-injection = on' "$CFG")" = 2 ] || fail "fault-injection not in the config"
+fault_injection_on a b
 start_trio
 wait_for a "v['role'] == 'primary' and p['disk'] == 'uptodate'" 30
 BLOCKS=2048
+
+# verify_all PART: the replicas identical, every stamped block at its last
+# acknowledged version or a later attempted one, through a and in both images
+verify_all()
+{
+	compare_replicas 90
+	python3 "$TANDEM_TOOLS/checker.py" verify --state "$T/check.json" \
+		--nodes "127.0.0.1:${NBDP[a]}" "$T/a/vol0.img" "$T/b/vol0.img" ||
+		fail "$1: the checker found acknowledged writes lost"
+}
 
 # 1. a's disk fails: a serves through b
 checker_start 800
@@ -75,10 +82,7 @@ out=$(ctl_on a attach vol0 2>&1) || fail "attach on a: $out"
 wait_for a "v['role'] == 'primary' and v['disk'] == 'uptodate' and p['disk'] == 'uptodate' and p['out_of_sync_bytes'] == 0" 60
 sleep 1
 checker_stop
-compare_replicas 90
-python3 "$TANDEM_TOOLS/checker.py" verify --state "$T/check.json" \
-	--nodes "127.0.0.1:${NBDP[a]}" "$T/a/vol0.img" "$T/b/vol0.img" ||
-	fail "part 1: the checker found acknowledged writes lost"
+verify_all "part 1"
 log "part 1 ok"
 
 # 4. b's disk fails: a writes alone
@@ -103,10 +107,7 @@ out=$(ctl_on a attach vol0 2>&1) || fail "attach on a: $out"
 wait_for a "v['role'] == 'primary' and v['disk'] == 'uptodate' and p['disk'] == 'uptodate' and p['out_of_sync_bytes'] == 0" 60
 sleep 1
 checker_stop
-compare_replicas 90
-python3 "$TANDEM_TOOLS/checker.py" verify --state "$T/check.json" \
-	--nodes "127.0.0.1:${NBDP[a]}" "$T/a/vol0.img" "$T/b/vol0.img" ||
-	fail "part 2: the checker found acknowledged writes lost"
+verify_all "part 2"
 log "part 2 ok"
 
 # 7. a alone, then its disk fails, then it dies
@@ -133,10 +134,7 @@ wait_for a "v['role'] == 'primary' and v['disk'] == 'uptodate' and p['disk'] == 
 if this_run a | grep -q 'full sync'; then fail "a full sync after a's old disk came back"; fi
 sleep 1
 checker_stop
-compare_replicas 90
-python3 "$TANDEM_TOOLS/checker.py" verify --state "$T/check.json" \
-	--nodes "127.0.0.1:${NBDP[a]}" "$T/a/vol0.img" "$T/b/vol0.img" ||
-	fail "part 3: the checker found acknowledged writes lost"
+verify_all "part 3"
 stop a
 stop b
 kill_witness TERM

@@ -24,11 +24,8 @@ need python3
 
 export VOL_SIZE=64M
 QUORUM_TIMEOUT=5 write_config3 "$T/cluster.ini"
-for n in a b; do
-	sed -i "s|^nbd = 127.0.0.1:${NBDP[$n]}\$|&\nfault-injection = on|" "$CFG"
-done
+fault_injection_on a b
 sed -i "s|^size = .*|&\nresync-rate = 2M\nresync-min-rate = 0|" "$CFG"
-[ "$(grep -c '^fault-injection = on' "$CFG")" = 2 ] || fail "fault-injection not in the config"
 start_trio
 wait_for a "v['role'] == 'primary' and p['disk'] == 'uptodate'" 30
 BLOCKS=2048

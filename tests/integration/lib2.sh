@@ -60,6 +60,16 @@ write_config2()
 }
 
 uri() { echo "nbd://127.0.0.1:${NBDP[$1]}/vol0"; }
+# fault_injection_on NODE...: `fault-injection = on` in those nodes' sections
+# of $CFG (after their nbd line), so that `tandemctl inject` works there.
+fault_injection_on()
+{
+	local n
+	for n in "$@"; do
+		sed -i "s|^nbd = 127.0.0.1:${NBDP[$n]}\$|&\nfault-injection = on|" "$CFG"
+	done
+	[ "$(grep -c '^fault-injection = on' "$CFG")" = $# ] || fail "fault-injection not in the config"
+}
 ctl_on() { local n=$1; shift; "$BIN/tandemctl" -c "$CFG" -n "$n" "$@"; }
 
 # start NODE [CFGFILE]: starts tandemd for NODE (log $T/NODE.log) and waits

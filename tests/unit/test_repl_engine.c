@@ -1115,6 +1115,16 @@ static void test_compressed_without_feature(void **state)
 	pair_close(&p);
 }
 
+/* An admin call that must fail with err and a message (in msg) that says
+ * words. */
+#define REFUSED(call, err, words)                                 \
+	do {                                                      \
+		msg[0] = 0;                                       \
+		assert_int_equal((call), (err));                  \
+		if (!strstr(msg, (words)))                        \
+			fail_msg("%s: message '%s'", #call, msg); \
+	} while (0)
+
 /* A peer that breaks the protocol: each message below, pushed into one
  * side's connection as if from the other, ends that connection with the
  * reason in status (never a crash, never data taken), and the next
@@ -1197,13 +1207,6 @@ static void test_disk_admin_refusals(void **state)
 	connect_empty_pair(&p);
 	va = p.n[NA].v;
 	vb = p.n[NB].v;
-#define REFUSED(call, err, words)                                 \
-	do {                                                      \
-		msg[0] = 0;                                       \
-		assert_int_equal((call), (err));                  \
-		if (!strstr(msg, (words)))                        \
-			fail_msg("%s: message '%s'", #call, msg); \
-	} while (0)
 	REFUSED(vol_inject_crash(vb, 0, 1, 1, msg, sizeof(msg)), -EOPNOTSUPP, "RAM store");
 	REFUSED(vol_inject(vb, "scribble", 0, EIO, false, msg, sizeof(msg)), -EINVAL,
 		"no operation 'scribble'");
@@ -1223,7 +1226,6 @@ static void test_disk_admin_refusals(void **state)
 	WAIT_FOR(&p, in_sync(&p));
 	assert_int_equal(va->disk, VOL_UPTODATE);
 	assert_same_data(&p);
-#undef REFUSED
 	pair_close(&p);
 }
 
@@ -1290,13 +1292,6 @@ static void test_admin_refusals(void **state)
 	connect_empty_pair(&p);
 	ra = p.n[NA].v->repl;
 	rb = p.n[NB].v->repl;
-#define REFUSED(call, err, words)                                 \
-	do {                                                      \
-		msg[0] = 0;                                       \
-		assert_int_equal((call), (err));                  \
-		if (!strstr(msg, (words)))                        \
-			fail_msg("%s: message '%s'", #call, msg); \
-	} while (0)
 	REFUSED(repl_invalidate(ra, msg, sizeof(msg)), -EBUSY, "make it secondary first");
 	REFUSED(repl_promote(rb, false, msg, sizeof(msg)), -EBUSY, "make it secondary first");
 	REFUSED(repl_verify(rb, msg, sizeof(msg)), -EINVAL, "run verify there");
@@ -1312,7 +1307,6 @@ static void test_admin_refusals(void **state)
 	WAIT_FOR(&p, status(&p, NA).conn != RC_CONNECTED);
 	REFUSED(repl_verify(ra, msg, sizeof(msg)), -ENOTCONN, "not connected");
 	REFUSED(repl_switchover(ra, NULL, msg, sizeof(msg)), -ENOTCONN, "not connected");
-#undef REFUSED
 	pair_close(&p);
 }
 
