@@ -40,7 +40,7 @@
  *                    any but failed -> inconsistent [becoming sync target; `invalidate`]
  *                    failed -> inconsistent   [`attach` only (F1): a new store;
  *                                              the old one of a secondary goes on
- *                                              to outdated (F2)]
+ *                                              to consistent or outdated (F2)]
  *                    inconsistent -> uptodate [RS_DONE]
  *                    inconsistent -> outdated [RS_DONE from an outdated source: R13]
  *                    inconsistent -> consistent [`primary --force` restores the image
@@ -58,7 +58,7 @@
  *       secondary's disk that stays too slow (disk-slow-ms for disk-slow-s,
  *       vol_slow_watch) fails the same way while its primary serves.
  *   F2. A secondary's old disk attached again keeps its data and generation
- *       (outdated): it held every write it acknowledged before it failed,
+ *       (consistent, or outdated if it was when it failed): it held every write it acknowledged before it failed,
  *       and a primary that acknowledges a write without it starts a new
  *       generation first (fg_finish, peer_failed, fg_dispatch), so the next
  *       connect either copies it what changed or, when the primary is
@@ -221,7 +221,7 @@ int repl_disconnect(struct repl *r, char *msg, size_t len);
 int repl_invalidate(struct repl *r, char *msg, size_t len);
 /* F1: a new store (path, or the old one reopened: NULL) for a failed disk.
  * On a secondary a new one is filled by a full resync from the peer, the
- * old one comes back outdated (F2); on a diskless primary it is filled
+ * old one comes back as a restarted disk would (F2); on a diskless primary it is filled
  * from the peer (P1-P4) or, with no peer to fill it, taken back (P7). */
 int repl_attach(struct repl *r, const char *path, char *msg, size_t len);
 /* A planned switchover: makes node `to` (NULL: the one that is not primary

@@ -14,10 +14,21 @@
 
 #include "../common/log.h"
 
+/* D4: the peer's copy is whole (up to date): a write that only it holds
+ * counts as written. A peer being filled (a sync target) holds the regions
+ * it was sent and not the rest: with no whole copy anywhere a write fails
+ * (a medium error) rather than leaving its only copy on an incomplete one,
+ * so the old disk here, attached again, still holds every acknowledged
+ * write (P7). */
+bool peer_whole(const struct repl *r)
+{
+	return r->have_peer && r->peer.disk == VOL_UPTODATE;
+}
+
 bool peer_serves(const struct repl *r)
 {
 	return r->v->role == VOL_PRIMARY && peer_ready(r) && r->rstate == RR_ESTABLISHED &&
-	       r->have_peer && r->peer.disk == VOL_UPTODATE && r->peer.role != REPL_ROLE_PRIMARY &&
+	       peer_whole(r) && r->peer.role != REPL_ROLE_PRIMARY &&
 	       (r->features & REPL_FEAT_READ) && ab_empty(r) && !r->ab_ahead && !r->draining;
 }
 

@@ -41,17 +41,6 @@ void repl_meta_changed(struct repl *r)
 		meta_send(r, r->conn);
 }
 
-/* D4: the peer's copy is whole (up to date): a write that only it holds
- * counts as written. A peer being filled (a sync target) holds the regions
- * it was sent and not the rest: with no whole copy anywhere a write fails
- * (a medium error) rather than leaving its only copy on an incomplete one,
- * so the old disk here, attached again, still holds every acknowledged
- * write (P7). */
-bool peer_whole(const struct repl *r)
-{
-	return r->have_peer && r->peer.disk == VOL_UPTODATE;
-}
-
 bool peer_ready(const struct repl *r)
 {
 	/* A peer whose disk failed is connected but takes no data (its
