@@ -29,7 +29,8 @@ static void usage(FILE *f)
 		   "  wait-sync VOLUME [--timeout SEC]\n"
 		   "  primary VOLUME [--force] | secondary VOLUME [--timeout SEC]\n"
 		   "  connect VOLUME | disconnect VOLUME | verify VOLUME | invalidate VOLUME\n"
-		   "  attach VOLUME [--disk PATH]   a new (or the repaired) disk for a failed one\n"
+		   "  attach VOLUME [--disk PATH] [--timeout SEC]\n"
+		   "                                a new (or the repaired) disk for a failed one\n"
 		   "  switchover VOLUME [NODE]       planned: the primary demotes, NODE (or the\n"
 		   "                                other node) promotes; waits for both\n"
 		   "  set VOLUME KEY=VALUE...       replication=sync|async, async-backlog=SIZE,\n"
@@ -320,13 +321,15 @@ int main(int argc, char **argv)
 	 * daemon never holds a connection open on a client's behalf. */
 	waits = strcmp(argv[optind], "wait-sync") == 0 || strcmp(argv[optind], "secondary") == 0 ||
 		strcmp(argv[optind], "disconnect") == 0 || strcmp(argv[optind], "primary") == 0 ||
-		strcmp(argv[optind], "switchover") == 0;
+		strcmp(argv[optind], "switchover") == 0 || strcmp(argv[optind], "attach") == 0;
 	/* a promotion waits for the witness; a switchover for both steps */
 	if (strcmp(argv[optind], "secondary") == 0 || strcmp(argv[optind], "primary") == 0 ||
 	    strcmp(argv[optind], "switchover") == 0)
 		timeout = 30;
 	if (strcmp(argv[optind], "disconnect") == 0)
 		timeout = 10; /* the daemon's own limit on the peer's flush is 2 s */
+	if (strcmp(argv[optind], "attach") == 0)
+		timeout = 10; /* requests still running on the failed disk */
 	for (int i = optind; i < argc; i++) {
 		if (strcmp(argv[i], "--timeout") == 0 && waits) {
 			char *end;
