@@ -119,6 +119,10 @@ static inline void bs_submit(struct bs *bs, struct bs_io *io)
 {
 	io->bs = bs;
 	io->done = 0;
+	if ((unsigned)io->type >= BS_OP_MAX) { /* no store sees an unknown type */
+		bs_complete_later(bs->ev, io, -EINVAL);
+		return;
+	}
 	bs->ops->submit(bs, io);
 }
 

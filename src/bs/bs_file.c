@@ -121,7 +121,7 @@ static void file_issue(struct bs_file *f, struct bs_io *io)
 					off, left);
 		break;
 	default:
-		/* Unreachable by construction; fail the request rather than the node. */
+		/* Unreachable: bs_submit refuses an unknown type. */
 		io_uring_prep_nop(sqe);
 		break;
 	}

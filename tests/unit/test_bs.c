@@ -125,7 +125,47 @@ struct fx {
 	char *dir;
 	char path[512];
 	uint8_t *a, *b; /* 1 MiB, page aligned (O_DIRECT) */
+	char loop[64];  /* a loop device the test attached ("" if none) */
 };
+
+/* A loop device over f->dir/dev.img (size bytes, sector bytes a sector),
+ * or false where none can be made (not root, no loop support). */
+static bool loop_attach(struct fx *f, uint64_t size, unsigned sector)
+{
+	char img[600], cmd[800];
+	FILE *p;
+	int fd;
+
+	if (geteuid() != 0)
+		return false;
+	snprintf(img, sizeof(img), "%s/dev.img", f->dir);
+	fd = open(img, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, (off_t)size), 0);
+	close(fd);
+	snprintf(cmd, sizeof(cmd), "losetup -f --show --sector-size %u '%s' 2>/dev/null", sector,
+		 img);
+	p = popen(cmd, "r");
+	if (!p)
+		return false;
+	if (!fgets(f->loop, sizeof(f->loop), p))
+		f->loop[0] = '\0';
+	pclose(p);
+	f->loop[strcspn(f->loop, "\n")] = '\0';
+	return strncmp(f->loop, "/dev/loop", 9) == 0;
+}
+
+static void loop_detach(struct fx *f)
+{
+	char cmd[128];
+
+	if (!f->loop[0])
+		return;
+	snprintf(cmd, sizeof(cmd), "losetup -d %s", f->loop);
+	if (system(cmd) != 0)
+		print_message("could not detach %s\n", f->loop);
+	f->loop[0] = '\0';
+}
 
 static int setup(void **state)
 {
@@ -148,6 +188,7 @@ static int teardown(void **state)
 {
 	struct fx *f = *state;
 
+	loop_detach(f);
 	ev_free(f->ev);
 	unit_rmtree(f->dir);
 	free(f->dir);
@@ -448,6 +489,76 @@ static void test_file_open_errors(void **state)
 	assert_int_equal(bs_file_open(f->ev, f->dir, VOL_SIZE, false, &bs), -EISDIR);
 	assert_int_equal(bs_file_open(f->ev, "/dev/null", VOL_SIZE, false, &bs), -EINVAL);
 	assert_null(bs);
+}
+
+/* A block device as the store (a loop device over a file): its size comes
+ * from the device, which must hold the volume; O_DIRECT aligns to its
+ * logical sector; no extent map (all data); trim and zero by fallocate on
+ * the device; it cannot be cloned or replaced (the kept image is a file
+ * store's). Needs root: skipped elsewhere. */
+static void test_block_device(void **state)
+{
+	struct fx *f = *state;
+	struct bs *bs = NULL;
+	struct bs_extent ext[4];
+	unsigned n = 0;
+	char p[600];
+
+	if (!loop_attach(f, VOL_SIZE, 512)) {
+		print_message("no loop device here (root and losetup needed)\n");
+		skip();
+	}
+	assert_int_equal(bs_file_open(f->ev, f->loop, VOL_SIZE, true, &bs), 0);
+	assert_true(bs->direct);
+	assert_int_equal(bs->align, 512);
+	assert_int_equal(bs->caps, BS_CAP_TRIM | BS_CAP_ZERO);
+	scenario(f, bs);
+	scenario_parallel(f, bs);
+	assert_int_equal(bs->ops->block_status(bs, 0, VOL_SIZE, ext, 4, &n), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(ext[0].len, VOL_SIZE);
+	assert_int_equal(ext[0].flags, 0);
+	snprintf(p, sizeof(p), "%s/clone.img", f->dir);
+	assert_int_equal(bs_clone_to(bs, p), -EOPNOTSUPP);
+	assert_int_equal(bs_replace_from(bs, p), -EBUSY);
+	bs_close(bs);
+	/* buffered: no alignment */
+	assert_int_equal(bs_file_open(f->ev, f->loop, VOL_SIZE / 2, false, &bs), 0);
+	assert_int_equal(bs->align, 1);
+	read_expect_pattern(f, bs, 0, 16 * KIB, 100); /* scenario_parallel's first block */
+	bs_close(bs);
+	/* a device smaller than the volume is refused */
+	bs = NULL;
+	assert_int_equal(bs_file_open(f->ev, f->loop, 2 * VOL_SIZE, true, &bs), -ENOSPC);
+	assert_null(bs);
+	loop_detach(f);
+
+	/* 4 KiB logical sectors: O_DIRECT I/O aligns to 4096 */
+	if (!loop_attach(f, VOL_SIZE, 4096)) {
+		print_message("no loop device with 4 KiB sectors here\n");
+		return;
+	}
+	assert_int_equal(bs_file_open(f->ev, f->loop, VOL_SIZE, true, &bs), 0);
+	assert_int_equal(bs->align, 4096);
+	pattern(f->a, 8 * KIB, 7);
+	assert_int_equal(run_io(f->ev, bs, BS_WRITE, 0, 4 * KIB, 8 * KIB, f->a), 0);
+	read_expect_pattern(f, bs, 4 * KIB, 8 * KIB, 7);
+	bs_close(bs);
+}
+
+/* A request of no known type fails with EINVAL on every store, from the loop
+ * (never inside submit). */
+static void test_unknown_type(void **state)
+{
+	struct fx *f = *state;
+	struct bs *bs = NULL;
+
+	assert_int_equal(bs_ram_open(f->ev, VOL_SIZE, &bs), 0);
+	assert_int_equal(run_io(f->ev, bs, BS_OP_MAX, 0, 0, 4 * KIB, f->a), -EINVAL);
+	bs_close(bs);
+	assert_int_equal(bs_file_open(f->ev, f->path, VOL_SIZE, false, &bs), 0);
+	assert_int_equal(run_io(f->ev, bs, (enum bs_op)77, 0, 0, 4 * KIB, f->a), -EINVAL);
+	bs_close(bs);
 }
 
 /* ---- fault injection ---- */
@@ -809,6 +920,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_file_read_past_eof, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_file_zero_beyond_1g, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_file_open_errors, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_block_device, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unknown_type, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fault_nth_write, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fault_nth_write_sticky, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fault_nth_write_on_file, setup, teardown),

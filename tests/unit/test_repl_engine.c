@@ -1280,6 +1280,99 @@ static void test_handshake_refusals(void **state)
 	pair_close(&p);
 }
 
+/* ---- a peer whose STATE says something else ---- */
+
+static struct {
+	bool to_b;      /* tamper the STATE that b receives (else: that a receives) */
+	uint64_t size;  /* nonzero: the size it says */
+	uint32_t gran;  /* nonzero: the bitmap granularity it says */
+	uint64_t newer; /* nonzero: its data is newer (this generation, from a's) */
+	bool no_data;   /* it holds no data (GEN_NONE) */
+	uint64_t a_gen; /* a's current generation */
+	unsigned seen;  /* STATE messages changed */
+} tamper_case;
+
+static void tamper_state(struct stub_conn *to, uint8_t *buf, size_t len)
+{
+	struct repl_msg m;
+
+	if (to->accepted != tamper_case.to_b || len < sizeof(struct repl_hdr) ||
+	    repl_decode_hdr(buf, &m) || m.type != REPL_STATE ||
+	    len < sizeof(struct repl_hdr) + repl_body_needed(&m) ||
+	    repl_decode_body(buf + sizeof(struct repl_hdr), &m))
+		return;
+	if (tamper_case.size)
+		m.u.state.size = tamper_case.size;
+	if (tamper_case.gran)
+		m.u.state.bm_granularity = tamper_case.gran;
+	if (tamper_case.newer) {
+		m.u.state.gen_current = tamper_case.newer;
+		m.u.state.gen_bitmap = tamper_case.a_gen;
+	}
+	if (tamper_case.no_data) {
+		m.u.state.gen_current = TANDEM_MD_GEN_NONE;
+		m.u.state.gen_bitmap = TANDEM_MD_GEN_NONE;
+	}
+	assert_int_equal(repl_enc_state(buf, &m.u.state),
+			 sizeof(struct repl_hdr) + sizeof(struct repl_state));
+	tamper_case.seen++;
+}
+
+/* A pair whose two configs disagree (volume size, bitmap granularity), or
+ * whose primary would have to take data from its peer (the peer says it is
+ * newer; the primary says it holds nothing), is refused at the
+ * handshake with a message that says which, on the node that finds it; no
+ * data moves. Once the peer says what it should, the pair connects again. */
+static void test_handshake_misconfigured(void **state)
+{
+	static const struct {
+		bool to_b;
+		uint64_t size;
+		uint32_t gran;
+		unsigned gens; /* 1 newer, 2 no data */
+		unsigned who;  /* the node whose error says why */
+		const char *why;
+	} cases[] = {
+		{ true, 2 * VOL_SIZE, 0, 0, NB, "volume sizes differ: 4194304 here, 8388608 on a" },
+		{ true, 0, 2 * GRAN, 0, NB, "bitmap granularities differ: 4096 here, 8192 on a" },
+		{ false, 0, 0, 1, NA, "this primary would become sync target of b" },
+		{ true, 0, 0, 2, NB, "primary a would become sync target" },
+	};
+	struct pair p;
+	(void)state;
+
+	connect_empty_pair(&p);
+	for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct stub_conn *old = a_conn();
+		unsigned n0 = stub_nconns();
+
+		memset(&tamper_case, 0, sizeof(tamper_case));
+		tamper_case.to_b = cases[i].to_b;
+		tamper_case.size = cases[i].size;
+		tamper_case.gran = cases[i].gran;
+		tamper_case.a_gen = status(&p, NA).gen_current;
+		if (cases[i].gens == 1)
+			tamper_case.newer = tamper_case.a_gen ^ 0x5a5a;
+		tamper_case.no_data = cases[i].gens == 2;
+		stub_set_tamper(tamper_state);
+		stub_break(old, -ECONNRESET);
+		WAIT_FOR(&p,
+			 tamper_case.seen && strstr(status(&p, cases[i].who).error, cases[i].why));
+		stub_set_tamper(NULL);
+		assert_int_equal(p.n[NA].v->role, VOL_PRIMARY);
+		assert_int_equal(p.n[NA].v->disk, VOL_UPTODATE);
+		for (unsigned k = n0; k < stub_nconns(); k++) {
+			const struct stub_conn *s = stub_conn_at(k);
+			assert_int_equal(count_type(s, REPL_RS_DATA) + count_type(s, REPL_RS_ZERO) +
+						 count_type(s, REPL_WRITE),
+					 0);
+		}
+		WAIT_FOR(&p, in_sync(&p));
+	}
+	assert_same_data(&p);
+	pair_close(&p);
+}
+
 /* The admin calls refuse what the state does not allow, each with -errno
  * and a message, and change nothing: a pair in sync, a primary. */
 static void test_admin_refusals(void **state)
@@ -1308,6 +1401,138 @@ static void test_admin_refusals(void **state)
 	REFUSED(repl_verify(ra, msg, sizeof(msg)), -ENOTCONN, "not connected");
 	REFUSED(repl_switchover(ra, NULL, msg, sizeof(msg)), -ENOTCONN, "not connected");
 	pair_close(&p);
+}
+
+/* Fails every superblock write of a node from the moment it is armed. */
+struct sb_fail {
+	struct crash_hook h;
+	unsigned failed;
+};
+
+static int sb_fail_point(struct crash_hook *h, const char *what, int fd, const void *buf,
+			 size_t len, uint64_t off)
+{
+	struct sb_fail *f = container_of(h, struct sb_fail, h);
+	(void)fd;
+	(void)buf;
+	(void)len;
+	(void)off;
+	if (strcmp(what, "superblock write"))
+		return 0;
+	f->failed++;
+	return -EIO;
+}
+
+/* Arms hook on a node once its replication state becomes `to`. */
+static struct {
+	unsigned node;
+	const char *to;
+	struct sb_fail *hook;
+} arm_at;
+
+static void arm_on_event(struct pair *p, unsigned node, const char *json)
+{
+	char want[64];
+
+	snprintf(want, sizeof(want), "\"to\":\"%s\"", arm_at.to);
+	if (node == arm_at.node && strstr(json, "\"event\":\"replication\"") && strstr(json, want))
+		p->n[node].v->md->crash = &arm_at.hook->h;
+}
+
+/* a writes alone (b disconnected) and then reconnects: a resync a -> b. */
+static void write_alone_then_connect(struct pair *p)
+{
+	struct repl *ra = p->n[NA].v->repl;
+	struct wio w;
+	char msg[256];
+
+	WAIT_FOR(p, repl_disconnect(ra, msg, sizeof(msg)) == 0);
+	WAIT_FOR(p, status(p, NA).conn != RC_CONNECTED);
+	submit_write(p, NA, &w, 256 * KIB, 64 * KIB, 0x77);
+	WAIT_FOR(p, w.done);
+	assert_int_equal(w.res, 0);
+	free(w.buf);
+	assert_int_equal(repl_connect(ra, msg, sizeof(msg)), 0);
+}
+
+/* V4 in the calls and messages that record a state (promote, the first
+ * generation, the end of a resync on either side, attach of an old or a new
+ * disk): a metadata write that fails fails the disk, the call or the
+ * connection says why, and nothing goes on as if the state were recorded.
+ * Each case on a new pair (only a restart brings back a disk whose
+ * metadata failed). */
+static void test_metadata_fails_in_admin_and_handshake(void **state)
+{
+	struct sb_fail hook = { .h.point = sb_fail_point };
+	struct pair p;
+	struct repl *ra, *rb;
+	struct vol *vb;
+	char msg[256];
+	(void)state;
+
+	/* 1. promote: the primary flag cannot be recorded */
+	connect_empty_pair(&p);
+	ra = p.n[NA].v->repl;
+	rb = p.n[NB].v->repl;
+	vb = p.n[NB].v;
+	WAIT_FOR(&p, repl_demote(ra, msg, sizeof(msg)) == 0);
+	vb->md->crash = &hook.h;
+	REFUSED(repl_promote(rb, false, msg, sizeof(msg)), -EIO,
+		"writing metadata failed; the disk is failed");
+	assert_int_equal(vb->role, VOL_SECONDARY);
+	assert_false(vb->md->sb.flags & TANDEM_MD_F_PRIMARY);
+	assert_true(vb->md_failed);
+	assert_int_equal(vb->disk, VOL_FAILED);
+	vb->md->crash = NULL;
+	pair_close(&p);
+
+	/* 2. the first generation of a new pair (SET_GEN) that b cannot record */
+	pair_open(&p);
+	pair_repl(&p);
+	vb = p.n[NB].v;
+	vb->md->crash = &hook.h;
+	pair_go(&p);
+	WAIT_FOR(&p, strstr(status(&p, NB).error, "the new generation could not be recorded"));
+	assert_true(vb->md_failed);
+	vb->md->crash = NULL;
+	pair_close(&p);
+
+	/* 3. the end of a resync, on the target; 4. on the source */
+	for (unsigned i = 0; i < 2; i++) {
+		struct vol *v;
+		connect_empty_pair(&p);
+		v = p.n[i ? NA : NB].v;
+		hook.failed = 0;
+		arm_at.node = i ? NA : NB;
+		arm_at.to = i ? "syncsource" : "synctarget";
+		arm_at.hook = &hook;
+		p.on_event = arm_on_event;
+		write_alone_then_connect(&p);
+		WAIT_FOR(&p, hook.failed && v->md_failed);
+		WAIT_FOR(&p, strstr(status(&p, arm_at.node).error,
+				    "the end of the resync could not be recorded"));
+		p.on_event = NULL;
+		v->md->crash = NULL;
+		pair_close(&p);
+	}
+
+	/* 5. attach of b's old disk, 6. of a new one: the state it comes back
+	 * in cannot be recorded, and the disk stays failed */
+	for (unsigned i = 0; i < 2; i++) {
+		struct wio w;
+		connect_empty_pair(&p);
+		vb = p.n[NB].v;
+		assert_int_equal(vol_inject(vb, "write", 0, EIO, false, msg, sizeof(msg)), 0);
+		submit_write(&p, NA, &w, 0, 64 * KIB, 0x21);
+		WAIT_FOR(&p, w.done && vb->disk == VOL_FAILED);
+		free(w.buf);
+		vb->md->crash = &hook.h;
+		REFUSED(repl_attach(vb->repl, i ? "ram:" : NULL, msg, sizeof(msg)), -EIO,
+			"writing metadata failed; the disk is failed");
+		assert_true(vol_disk_gone(vb->disk));
+		vb->md->crash = NULL;
+		pair_close(&p);
+	}
 }
 
 /* ---- fault loops ----
@@ -1676,6 +1901,8 @@ int main(void)
 		cmocka_unit_test(test_protocol_violations),
 		cmocka_unit_test(test_disk_admin_refusals),
 		cmocka_unit_test(test_handshake_refusals),
+		cmocka_unit_test(test_handshake_misconfigured),
+		cmocka_unit_test(test_metadata_fails_in_admin_and_handshake),
 		cmocka_unit_test(test_admin_refusals),
 		cmocka_unit_test(test_fault_loop_store),
 		cmocka_unit_test(test_fault_loop_meta),

@@ -37,6 +37,7 @@ static struct {
 	unsigned send_fault; /* the send (of any connection) that breaks it; 0 none */
 	int send_err;
 	bool send_fault_fired;
+	void (*tamper)(struct stub_conn *to, uint8_t *buf, size_t len);
 } S;
 
 /* The stub's own allocations stand for no code under test: an allocation
@@ -317,8 +318,15 @@ static void finish_fn(struct ev_deferred *d)
 	c->ops->on_closed(c);
 }
 
+void stub_set_tamper(void (*fn)(struct stub_conn *to, uint8_t *buf, size_t len))
+{
+	S.tamper = fn;
+}
+
 static void wire_out(struct stub_conn *s, struct net_tx *tx)
 {
+	size_t at = s->peer ? s->peer->in_len : 0;
+
 	for (int i = 0; i < tx->iovcnt; i++) {
 		size_t n = tx->iov[i].iov_len;
 		append(&s->out, &s->out_len, &s->out_cap, tx->iov[i].iov_base, n);
@@ -330,6 +338,8 @@ static void wire_out(struct stub_conn *s, struct net_tx *tx)
 		tx->iov[i].iov_len = 0;
 	}
 	s->ntx++;
+	if (S.tamper && alive(s->peer) && s->peer->in_len > at)
+		S.tamper(s->peer, s->peer->in + at, s->peer->in_len - at);
 	if (alive(s->peer))
 		ev_defer(s->peer->ev, &s->peer->deliver);
 }

@@ -69,6 +69,11 @@ void stub_hold_rx(struct stub_conn *s, bool on); /* off: held input is delivered
 /* The link of s dies: s and its peer both see err (e.g. -ECONNRESET) on their
  * receive side; input not yet delivered and output not yet sent are lost. */
 void stub_break(struct stub_conn *s, int err);
+/* Every net_tx item that a wired connection sends is handed to fn, as the
+ * bytes that just reached its peer `to` (a copy: editing them changes only
+ * what `to` receives), before `to` reads them: a peer that sends something
+ * else (tests of a misconfigured pair). NULL: none. */
+void stub_set_tamper(void (*fn)(struct stub_conn *to, uint8_t *buf, size_t len));
 /* net_tx items still queued on s: foreground (bulk false) or background. */
 unsigned stub_queued(const struct stub_conn *s, bool bulk);
 
