@@ -60,7 +60,9 @@
  *   F2. A secondary's old disk attached again keeps its data and generation
  *       (consistent, or outdated if it was when it failed): it held every write it acknowledged before it failed,
  *       and a primary that acknowledges a write without it starts a new
- *       generation first (fg_finish, peer_failed, fg_dispatch), so the next
+ *       generation first (fg_finish, peer_failed, fg_dispatch; and when
+ *       the STATE that says its disk is gone finds marks for it here,
+ *       run_state), so the next
  *       connect either copies it what changed or, when the primary is
  *       diskless and kept the generation, makes it the up-to-date copy.
  *   D4. A diskless primary counts a write as done on its peer only when the

@@ -494,6 +494,14 @@ static int run_state(struct rconn *c, const struct repl_msg *m)
 		bm_clear_all_oos(r->bm);
 		bm_flush(r->bm, NULL);
 	}
+	if (vol_disk_gone(m->u.state.disk) && !vol_disk_gone(r->peer.disk) &&
+	    r->v->role == VOL_PRIMARY && bm_oos_count(r->bm)) {
+		/* F2: its disk is gone and lacks what is marked here (a write
+		 * it failed may have been acknowledged before this STATE
+		 * came): this copy is a new generation, or that old disk,
+		 * attached again, would be taken for an equal one */
+		gen_branch(r);
+	}
 	r->peer = m->u.state;
 	if (vol_disk_gone(r->peer.disk) && (r->rstate == RR_SYNCSOURCE || !ab_empty(r))) {
 		/* F1: its disk failed during the resync, or with the async

@@ -17,7 +17,8 @@
 #  2. a says `diskless`, and why: disk_error {error, op, time}, the
 #     disk-error event, the log. The peer stays uptodate and established.
 #  3. The witness record stays synced and names a.
-#  4. `tandemctl attach vol0 --disk NEW` on a, under a second fio job that
+#  4. (xfs) `attach` of a device with 4 KiB sectors is refused. Then
+#     `tandemctl attach vol0 --disk NEW` on a, under a second fio job that
 #     writes and checks 16 MiB: a fills the new disk from b in the
 #     background (status synctarget) while it serves; the job sees no
 #     error; a's disk ends uptodate, its new file identical to b's, and the
@@ -98,7 +99,20 @@ EOF
 	[ "$(wrec "r['synced'] and r['primary'] == 'a'")" = True ] ||
 		fail "the witness record changed: $(witness_status)"
 
-	# 4. a new disk, attached online under load
+	# 4. a new disk, attached online under load; first one that is refused:
+	# a device with 4 KiB sectors under a volume of 512-byte blocks (a's
+	# XFS image takes O_DIRECT I/O in 512 bytes), and a's disk stays failed
+	if [ "$kind" = xfs ]; then
+		local l4k out
+		truncate -s 64M "$T/l4k.img"
+		l4k=$(losetup -f --show --sector-size 4096 "$T/l4k.img") ||
+			fail "no loop device with 4 KiB sectors"
+		AT_EXIT+=("losetup -d '$l4k'")
+		! out=$(ctl_on a attach vol0 --disk "$l4k" 2>&1) || fail "a 4 KiB-sector device was attached"
+		echo "$out" | grep -q "needs 4096-byte alignment, the volume 512" ||
+			fail "the refusal does not say why: $out"
+		[ "$(jfield a "v['disk']")" = diskless ] || fail "a's disk is not diskless after the refusal"
+	fi
 	local fio2=(--name=w2 --ioengine=nbd --uri="$(uri a)" --rw=randrw --bs=16k --iodepth=4
 		--offset=48M --size=16M --time_based --runtime=5 --verify=crc32c --verify_backlog=64
 		--verify_fatal=1 --randseed=784 --output-format=json)
