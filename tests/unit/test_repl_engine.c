@@ -1621,6 +1621,21 @@ static bool fl_has(struct pair *p, unsigned i, unsigned k)
 
 /* One run with the nth operation of kind (store: of type op) on node x
  * failing; returns whether the fault came. */
+/* The scenario's variant: extra [volume] lines, and a verify once the pair
+ * is in sync again (both set by a test for its loop). */
+static struct {
+	const char *cfg;
+	bool verify;
+} fl_opt = { "", false };
+
+/* Runs the loop up to ms milliseconds or until cond holds. */
+#define RUN_UNTIL(p, ms, cond)                                  \
+	do {                                                    \
+		uint64_t t0_ = now_ns();                        \
+		while (!(cond) && now_ns() - t0_ < (ms)*ENG_MS) \
+			pass(p);                                \
+	} while (0)
+
 static bool fl_run(enum fl_kind kind, unsigned x, enum bs_op op, unsigned n)
 {
 	struct pair p;
@@ -1630,7 +1645,7 @@ static bool fl_run(enum fl_kind kind, unsigned x, enum bs_op op, unsigned n)
 	bool fired, healable;
 	char msg[256];
 
-	connect_empty_pair(&p);
+	connect_empty_pair_cfg(&p, fl_opt.cfg);
 	if (kind == FL_STORE) {
 		assert_int_equal(bs_fault_open(p.n[x].v->bs, op, n, false, EIO, &fault), 0);
 		p.n[x].v->bs = fault;
@@ -1653,6 +1668,11 @@ static bool fl_run(enum fl_kind kind, unsigned x, enum bs_op op, unsigned n)
 		fl_submit(&p, &w[k], BS_WRITE, fl_off(k), (uint8_t)(0x40 + k));
 	for (unsigned k = 0; k < FL_WRITES; k++)
 		WAIT_FOR(&p, w[k].done); /* no hang */
+	if (fl_opt.verify) {
+		RUN_UNTIL(&p, 300, in_sync(&p));
+		if (repl_verify(p.n[NA].v->repl, msg, sizeof(msg)) == 0)
+			RUN_UNTIL(&p, 300, strcmp(status(&p, NA).verify, "running"));
+	}
 	/* the redial, the resync, or the fault's outcome: up to 300 ms, or
 	 * until the fault came and the pair was in sync for 50 ms after it */
 	{
@@ -1821,6 +1841,18 @@ static void test_fault_loop_alloc(void **state)
 	assert_true(fl_loop(FL_ALLOC, NA, BS_WRITE) > 0);
 }
 
+/* The same with compressed writes and resync data (lz4) and a verify after
+ * the resync: the allocations of packing, unpacking and comparing. */
+static void test_fault_loop_alloc_compressed(void **state)
+{
+	(void)state;
+	fl_opt.cfg = "compression = lz4\n";
+	fl_opt.verify = true;
+	assert_true(fl_loop(FL_ALLOC, NA, BS_WRITE) > 0);
+	fl_opt.cfg = "";
+	fl_opt.verify = false;
+}
+
 /* Every allocation of opening a volume (its metadata and bitmap loaded from
  * the file) and of making its replication object and server fails in turn:
  * each attempt ends in -ENOMEM and a message, with nothing leaked
@@ -1908,6 +1940,7 @@ int main(void)
 		cmocka_unit_test(test_fault_loop_meta),
 		cmocka_unit_test(test_fault_loop_send),
 		cmocka_unit_test(test_fault_loop_alloc),
+		cmocka_unit_test(test_fault_loop_alloc_compressed),
 		cmocka_unit_test(test_fault_loop_alloc_open),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
