@@ -40,7 +40,27 @@ struct node {
 	struct signalfd_siginfo si;
 	struct ev_op sig_op;
 	int ready_fd; /* write end of the pipe to the waiting parent, or -1 */
+#ifdef TANDEM_COVERAGE
+	struct ev_timer cov_timer;
+#endif
 };
+
+#ifdef TANDEM_COVERAGE
+/* Coverage builds (make coverage) only: the counters are written out every
+ * second, so that a node a test kills (SIGKILL, which runs no exit
+ * handler) still leaves what it ran. */
+extern void __gcov_dump(void);
+extern void __gcov_reset(void);
+
+static void cov_tick(struct ev_timer *t)
+{
+	struct node *n = container_of(t, struct node, cov_timer);
+
+	__gcov_dump();
+	__gcov_reset();
+	ev_timer_arm(n->ev, t, 1000000000ull);
+}
+#endif
 
 static void usage(FILE *f)
 {
@@ -381,6 +401,10 @@ int main(int argc, char **argv)
 	log_info("node %s of cluster %s ready: %u volume(s)", name, n.cfg->cluster, n.nvols);
 	report(n.ready_fd, 1, NULL);
 	n.ready_fd = -1;
+#ifdef TANDEM_COVERAGE
+	n.cov_timer.fn = cov_tick;
+	ev_timer_arm(n.ev, &n.cov_timer, 1000000000ull);
+#endif
 	r = ev_run(n.ev);
 	if (r)
 		log_err("event loop failed: %s", strerror(-r));
