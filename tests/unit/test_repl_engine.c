@@ -1229,6 +1229,54 @@ static void test_disk_admin_refusals(void **state)
 	pair_close(&p);
 }
 
+/* Async replication (set at run time, as `tandemctl set` does) whose peer's
+ * disk fails: the primary's writes complete, never an error; the stream's
+ * writes that b failed come back as failures (R10) and are marked; b's disk
+ * is failed and latched; its old disk, attached again, gets what it lacks
+ * and both copies end identical. The settings' refusals on the way. */
+static void test_async_peer_disk_fails(void **state)
+{
+	struct pair p;
+	struct repl *ra;
+	struct vol *vb;
+	struct wio w[8];
+	char msg[256];
+	(void)state;
+
+	connect_empty_pair(&p);
+	ra = p.n[NA].v->repl;
+	vb = p.n[NB].v;
+	REFUSED(repl_set(ra, "replication", "semi", msg, sizeof(msg)), -EINVAL,
+		"'semi' is not a valid value for replication");
+	REFUSED(repl_set(ra, "async-backlog", "1k", msg, sizeof(msg)), -EINVAL,
+		"not a valid value for async-backlog");
+	REFUSED(repl_set(ra, "async-max-lag", "0.01", msg, sizeof(msg)), -EINVAL,
+		"not a valid value for async-max-lag");
+	REFUSED(repl_set(ra, "on-congestion", "drop", msg, sizeof(msg)), -EINVAL,
+		"not a valid value for on-congestion");
+	REFUSED(repl_set(ra, "colour", "blue", msg, sizeof(msg)), -EINVAL, "unknown setting");
+	assert_int_equal(repl_set(ra, "async-backlog", "8M", msg, sizeof(msg)), 0);
+	assert_int_equal(repl_set(ra, "async-max-lag", "5", msg, sizeof(msg)), 0);
+	assert_int_equal(repl_set(ra, "replication", "async", msg, sizeof(msg)), 0);
+	assert_int_equal(vol_inject(vb, "write", 0, EIO, false, msg, sizeof(msg)), 0);
+	for (unsigned k = 0; k < 8; k++)
+		submit_write(&p, NA, &w[k], (uint64_t)k * 256 * KIB, 64 * KIB, (uint8_t)(0x30 + k));
+	for (unsigned k = 0; k < 8; k++) {
+		WAIT_FOR(&p, w[k].done);
+		assert_int_equal(w[k].res, 0);
+		free(w[k].buf);
+	}
+	WAIT_FOR(&p, vb->disk == VOL_FAILED && status(&p, NA).peer_disk == VOL_FAILED);
+	assert_true(status(&p, NA).out_of_sync_bytes > 0);
+	assert_int_equal(repl_attach(vb->repl, NULL, msg, sizeof(msg)), 0);
+	WAIT_FOR(&p, in_sync(&p) && vb->disk == VOL_UPTODATE);
+	assert_same_data(&p);
+	for (unsigned k = 0; k < 8; k++)
+		assert_bytes(&p, NB, (uint64_t)k * 256 * KIB, 64 * KIB, (uint8_t)(0x30 + k));
+	assert_int_equal(repl_set(ra, "replication", "sync", msg, sizeof(msg)), 0);
+	pair_close(&p);
+}
+
 /* Strangers at b's replication address: a HELLO from another cluster, for a
  * volume b does not have, from a node that is not the volume's peer, or
  * with protocol versions b does not speak, is refused with an ERROR that
@@ -1932,6 +1980,7 @@ int main(void)
 		cmocka_unit_test(test_compressed_without_feature),
 		cmocka_unit_test(test_protocol_violations),
 		cmocka_unit_test(test_disk_admin_refusals),
+		cmocka_unit_test(test_async_peer_disk_fails),
 		cmocka_unit_test(test_handshake_refusals),
 		cmocka_unit_test(test_handshake_misconfigured),
 		cmocka_unit_test(test_metadata_fails_in_admin_and_handshake),
