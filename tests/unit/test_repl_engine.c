@@ -1277,6 +1277,44 @@ static void test_async_peer_disk_fails(void **state)
 	pair_close(&p);
 }
 
+/* A store that cannot zero a range (fallocate refuses it: EOPNOTSUPP) gets
+ * zeros written instead, 1 MiB at a time: the ZERO (FUA) completes without
+ * an error, the range reads zeros on both nodes, the disk stays up to date. */
+static void test_zero_fallback(void **state)
+{
+	struct pair p;
+	struct vol *va;
+	struct bs *fault = NULL;
+	struct wio w, z;
+	const uint64_t off = 512 * KIB, len = 2 * 1024 * KIB + 64 * KIB;
+	(void)state;
+
+	connect_empty_pair(&p);
+	va = p.n[NA].v;
+	submit_write(&p, NA, &w, off, len, 0x55);
+	WAIT_FOR(&p, w.done);
+	assert_int_equal(w.res, 0);
+	free(w.buf);
+	assert_int_equal(bs_fault_open(va->bs, BS_ZERO, 1, true, EOPNOTSUPP, &fault), 0);
+	va->bs = fault;
+	memset(&z, 0, sizeof(z));
+	z.p = &p;
+	z.io.type = BS_ZERO;
+	z.io.flags = BS_F_FUA;
+	z.io.off = off;
+	z.io.len = len;
+	z.io.cb = wio_cb;
+	vol_submit(va, &z.io);
+	WAIT_FOR(&p, z.done);
+	assert_int_equal(z.res, 0);
+	assert_true(bs_fault_count(fault) >= 1);
+	WAIT_FOR(&p, in_sync(&p));
+	assert_int_equal(va->disk, VOL_UPTODATE);
+	assert_bytes(&p, NA, off, len, 0);
+	assert_bytes(&p, NB, off, len, 0);
+	pair_close(&p);
+}
+
 /* Strangers at b's replication address: a HELLO from another cluster, for a
  * volume b does not have, from a node that is not the volume's peer, or
  * with protocol versions b does not speak, is refused with an ERROR that
@@ -1981,6 +2019,7 @@ int main(void)
 		cmocka_unit_test(test_protocol_violations),
 		cmocka_unit_test(test_disk_admin_refusals),
 		cmocka_unit_test(test_async_peer_disk_fails),
+		cmocka_unit_test(test_zero_fallback),
 		cmocka_unit_test(test_handshake_refusals),
 		cmocka_unit_test(test_handshake_misconfigured),
 		cmocka_unit_test(test_metadata_fails_in_admin_and_handshake),
