@@ -1315,6 +1315,63 @@ static void test_zero_fallback(void **state)
 	pair_close(&p);
 }
 
+/* A node whose configuration no longer matches the metadata it finds (the
+ * volume was resized in the file, or the data-dir belongs to another
+ * cluster) refuses to open the volume and says why; the metadata is left
+ * as it was, and the first configuration opens it again. */
+static void test_vol_open_refusals(void **state)
+{
+	static const struct {
+		const char *cluster;
+		unsigned long long size;
+		const char *why;
+	} cases[] = {
+		{ "ut", 8ull << 20,
+		  "configured size 8388608 differs from the created size 4194304" },
+		{ "other", VOL_SIZE, "belongs to volume vol0 of cluster ut" },
+		{ "ut", VOL_SIZE, NULL },
+	};
+	char *dir = eng_mkdtemp("vol-open");
+	struct ev_loop *ev = ev_new(64);
+	(void)state;
+
+	assert_non_null(ev);
+	for (unsigned i = 0; i <= sizeof(cases) / sizeof(cases[0]); i++) {
+		/* i = 0: the volume is created as "ut", 4 MiB */
+		const char *cl = i ? cases[i - 1].cluster : "ut";
+		unsigned long long size = i ? cases[i - 1].size : VOL_SIZE;
+		char text[1024], err[512] = "";
+		struct cfg *cfg;
+		struct vol *v = NULL;
+		int r;
+
+		snprintf(text, sizeof(text),
+			 "[cluster]\nname = %s\nsecret = unit-secret\n"
+			 "[node a]\nreplication = 127.0.0.1:1\ncontrol = %s/a.sock\ndata-dir = %s\n"
+			 "[node b]\nreplication = 127.0.0.1:2\ncontrol = %s/b.sock\ndata-dir = "
+			 "%s/b\n"
+			 "[volume vol0]\nsize = %llu\nnodes = a b\ndisk.a = ram:\ndisk.b = ram:\n",
+			 cl, dir, dir, dir, dir, size);
+		if (cfg_parse_string(text, "unit", &cfg, err, sizeof(err)))
+			fail_msg("config: %s", err);
+		r = vol_open(ev, cfg, 0, 0, &v, err, sizeof(err));
+		if (i == 0 || !cases[i - 1].why) {
+			if (r)
+				fail_msg("vol_open: %s", err);
+			vol_close(v);
+		} else {
+			assert_int_equal(r, -EINVAL);
+			assert_null(v);
+			if (!strstr(err, cases[i - 1].why))
+				fail_msg("case %u: '%s'", i, err);
+		}
+		cfg_free(cfg);
+	}
+	ev_free(ev);
+	unit_rmtree(dir);
+	free(dir);
+}
+
 /* Strangers at b's replication address: a HELLO from another cluster, for a
  * volume b does not have, from a node that is not the volume's peer, or
  * with protocol versions b does not speak, is refused with an ERROR that
@@ -2020,6 +2077,7 @@ int main(void)
 		cmocka_unit_test(test_disk_admin_refusals),
 		cmocka_unit_test(test_async_peer_disk_fails),
 		cmocka_unit_test(test_zero_fallback),
+		cmocka_unit_test(test_vol_open_refusals),
 		cmocka_unit_test(test_handshake_refusals),
 		cmocka_unit_test(test_handshake_misconfigured),
 		cmocka_unit_test(test_metadata_fails_in_admin_and_handshake),
