@@ -317,8 +317,9 @@ int main(int argc, char **argv)
 		sock = path;
 	}
 	/* Commands that wait (wait-sync; secondary, until in-flight writes are
-	 * done and the peer has heard of it) are polled from here, so that the
-	 * daemon never holds a connection open on a client's behalf. */
+	 * done and the peer has heard of it; attach, until the failed disk's
+	 * requests ended) are polled from here, so that the daemon never holds
+	 * a connection open on a client's behalf. */
 	waits = strcmp(argv[optind], "wait-sync") == 0 || strcmp(argv[optind], "secondary") == 0 ||
 		strcmp(argv[optind], "disconnect") == 0 || strcmp(argv[optind], "primary") == 0 ||
 		strcmp(argv[optind], "switchover") == 0 || strcmp(argv[optind], "attach") == 0;
@@ -326,10 +327,10 @@ int main(int argc, char **argv)
 	if (strcmp(argv[optind], "secondary") == 0 || strcmp(argv[optind], "primary") == 0 ||
 	    strcmp(argv[optind], "switchover") == 0)
 		timeout = 30;
-	if (strcmp(argv[optind], "disconnect") == 0)
-		timeout = 10; /* the daemon's own limit on the peer's flush is 2 s */
-	if (strcmp(argv[optind], "attach") == 0)
-		timeout = 10; /* requests still running on the failed disk */
+	/* disconnect: the daemon's own limit on the peer's flush is 2 s;
+	 * attach: requests still running on the failed disk */
+	if (strcmp(argv[optind], "disconnect") == 0 || strcmp(argv[optind], "attach") == 0)
+		timeout = 10;
 	for (int i = optind; i < argc; i++) {
 		if (strcmp(argv[i], "--timeout") == 0 && waits) {
 			char *end;
