@@ -254,7 +254,9 @@ def rates(near, warm, dur, mbit_ab, mbit_ba, tol, qmax, slack, pid):
     the first byte to WARM+DUR s after it; that the bytes queued in the
     proxy never went over QUEUE_MAX; and that our sender was held back:
     when the window closed, its socket had taken less than SLACK bytes
-    beyond those that had arrived. PID: the proxy, whose RSS is shown."""
+    beyond those that had arrived. PID: the proxy, whose RSS is shown.
+    More than TOL % over the rate fails (status 1); only under it, with
+    everything else holding, ends with status 3."""
     res = {}
 
     def ab():
@@ -316,15 +318,24 @@ def rates(near, warm, dur, mbit_ab, mbit_ba, tol, qmax, slack, pid):
           "taken, %.1f MB arrived); proxy RSS at most %d KiB"
           % (mbit_ab, mbit_ba, got_ab, got_ba, qab, qba,
              (taken - arrived) / 1e6, taken / 1e6, arrived / 1e6, rss))
+    short = []
     for d, got, want in (("ab", got_ab, mbit_ab), ("ba", got_ba, mbit_ba)):
-        if abs(got - want) > want * tol / 100:
+        if got > want * (1 + tol / 100):
             fail("rate %s %gmbit: carried %.2f Mbit/s" % (d, want, got))
+        if got < want * (1 - tol / 100):
+            short.append("rate %s %gmbit: carried %.2f Mbit/s" % (d, want, got))
     if max(qab, qba) > qmax:
         fail("rates: %d bytes queued (at most %d expected)"
              % (max(qab, qba), qmax))
     if taken - arrived > slack:
         fail("rates: the sender was not held back: %d bytes taken, %d "
              "arrived" % (taken, arrived))
+    if short:
+        # Only short of the rate, every other check held: the proxy or a
+        # peer may have been short of CPU (a loaded machine), which a run
+        # again can tell from a shaping fault. Status 3 says so.
+        print("SHORT: " + "; ".join(short), file=sys.stderr, flush=True)
+        sys.exit(3)
 
 
 def rtt(near, count, lo, hi):

@@ -7,8 +7,10 @@
 #   - start-up options are applied (--rate ...), a bad one ends the proxy;
 #   - unshaped throughput (1 GiB; printed, not checked: LINKPROXY_TEST_MIB);
 #   - rate: 10mbit one way and 50mbit the other at once, then swapped, each
-#     carried within +-10 % over 3 s; while the senders push as fast as they
-#     can, the bytes queued in the proxy stay below queue + one read, and
+#     carried within +-10 % over 3 s (a run short of the rate, nothing
+#     else wrong, runs once more: a loaded machine); while the senders
+#     push as fast as they can, the bytes queued in the proxy stay below
+#     queue + one read, and
 #     the near sender is held back (its socket takes at most the kernel's
 #     buffers more than has arrived) instead of the proxy's memory growing;
 #   - delay 20 + jitter 10: round trips within [40, 60] ms (+ 15 ms for
@@ -122,6 +124,23 @@ wait_ready "$dir/proxy.out" "$proxy_pid" "the proxy"
 px "rate off" >/dev/null
 check throughput "${LINKPROXY_TEST_MIB:-1024}"
 
+# check_rates AB BA: the rates check; a run that carried less than the
+# rate but held every other check (status 3: the proxy or a peer short of
+# CPU on a loaded machine) runs once more. Over the rate fails at once.
+check_rates()
+{
+	local rc=0
+	python3 "$PEER" --port "$pport" --control "$ctl" --tmp "$dir" \
+		rates 0.5 3 "$1" "$2" 10 "$qmax" "$slack" "$proxy_pid" || rc=$?
+	if [ "$rc" -eq 3 ]; then
+		echo "short of the rate with load average $(cut -d' ' -f1-3 /proc/loadavg); once more"
+		rc=0
+		python3 "$PEER" --port "$pport" --control "$ctl" --tmp "$dir" \
+			rates 0.5 3 "$1" "$2" 10 "$qmax" "$slack" "$proxy_pid" || rc=$?
+	fi
+	[ "$rc" -eq 0 ] || fail "check rates $1 $2"
+}
+
 # Rates, both directions at once. Queued: at most the queue (auto: 256 KiB
 # at 10mbit, 312500 bytes at 50mbit) plus one read of 256 KiB, plus what
 # waits for a receiver that is slow to read (the far end short of CPU):
@@ -131,9 +150,9 @@ check throughput "${LINKPROXY_TEST_MIB:-1024}"
 qmax=$((312500 + 262144 + (4 << 20)))
 slack=$((16 << 20))
 px "rate ab 10mbit; rate ba 50mbit" >/dev/null
-check rates 0.5 3 10 50 10 "$qmax" "$slack" "$proxy_pid"
+check_rates 10 50
 px "rate ab 50mbit; rate ba 10mbit" >/dev/null
-check rates 0.5 3 50 10 10 "$qmax" "$slack" "$proxy_pid"
+check_rates 50 10
 
 # Delay and jitter: a round trip is 2 x (20 + [0, 10]) ms.
 px "rate off; delay 20; jitter 10" >/dev/null
