@@ -78,6 +78,24 @@ static void event_cb(void *ctx, const char *json)
 /* Config (with extra lines for [volume vol0]), loop and both volumes (not
  * yet replicated: pair_start does that), so that a test can set up their
  * metadata first. */
+/* The pair's configuration text into BUF: cluster CLUSTER, data under
+ * DIR/a and DIR/b, b's replication address ADDR_B, a volume of SIZE bytes,
+ * then EXTRA (more volume settings). */
+static void pair_cfg_text(char *buf, size_t len, const char *cluster, const char *dir,
+			  const char *addr_b, unsigned long long size, const char *extra)
+{
+	int n = snprintf(
+		buf, len,
+		"[cluster]\nname = %s\nsecret = unit-secret\npeer-timeout = 10\n"
+		"[node a]\nreplication = 127.0.0.1:1\ncontrol = %s/a.sock\ndata-dir = %s/a\n"
+		"[node b]\nreplication = %s\ncontrol = %s/b.sock\ndata-dir = %s/b\n"
+		"[volume vol0]\nsize = %llu\nnodes = a b\nreplication = sync\n"
+		"bitmap-granularity = %u\ndisk.a = ram:\ndisk.b = ram:\n%s",
+		cluster, dir, dir, addr_b, dir, dir, size, GRAN, extra);
+
+	assert_true(n > 0 && (size_t)n < len);
+}
+
 static void pair_open_cfg(struct pair *p, const char *extra)
 {
 	char text[2048], err[256], sub[512];
@@ -91,14 +109,7 @@ static void pair_open_cfg(struct pair *p, const char *extra)
 	}
 	/* both listeners are the stub's: no port is ever bound */
 	snprintf(p->addr_b, sizeof(p->addr_b), "127.0.0.1:9");
-	snprintf(text, sizeof(text),
-		 "[cluster]\nname = ut\nsecret = unit-secret\npeer-timeout = 10\n"
-		 "[node a]\nreplication = 127.0.0.1:1\ncontrol = %s/a.sock\ndata-dir = %s/a\n"
-		 "[node b]\nreplication = %s\ncontrol = %s/b.sock\ndata-dir = %s/b\n"
-		 "[volume vol0]\nsize = %llu\nnodes = a b\nreplication = sync\n"
-		 "bitmap-granularity = %u\ndisk.a = ram:\ndisk.b = ram:\n%s",
-		 p->dir, p->dir, p->addr_b, p->dir, p->dir, (unsigned long long)VOL_SIZE, GRAN,
-		 extra);
+	pair_cfg_text(text, sizeof(text), "ut", p->dir, p->addr_b, VOL_SIZE, extra);
 	if (cfg_parse_string(text, "unit", &p->cfg, err, sizeof(err)))
 		fail_msg("config: %s", err);
 	p->ev = ev_new(256);
@@ -191,11 +202,17 @@ static void pass(struct pair *p)
 	} while (0)
 
 /* Runs the loop for about ms milliseconds (for what must NOT happen). */
+/* Runs the pair until COND holds or MS milliseconds have passed. */
+#define RUN_UNTIL(p, ms, cond)                                  \
+	do {                                                    \
+		uint64_t t0_ = now_ns();                        \
+		while (!(cond) && now_ns() - t0_ < (ms)*ENG_MS) \
+			pass(p);                                \
+	} while (0)
+
 static void run_for(struct pair *p, uint64_t ms)
 {
-	uint64_t t0 = now_ns();
-	while (now_ns() - t0 < ms * ENG_MS)
-		pass(p);
+	RUN_UNTIL(p, ms, false);
 }
 
 static void pair_close(struct pair *p)
@@ -1333,25 +1350,22 @@ static void test_vol_open_refusals(void **state)
 	};
 	char *dir = eng_mkdtemp("vol-open");
 	struct ev_loop *ev = ev_new(64);
+	char sub[512];
 	(void)state;
 
 	assert_non_null(ev);
+	snprintf(sub, sizeof(sub), "%s/a", dir);
+	assert_int_equal(mkdir(sub, 0700), 0);
 	for (unsigned i = 0; i <= sizeof(cases) / sizeof(cases[0]); i++) {
 		/* i = 0: the volume is created as "ut", 4 MiB */
 		const char *cl = i ? cases[i - 1].cluster : "ut";
 		unsigned long long size = i ? cases[i - 1].size : VOL_SIZE;
-		char text[1024], err[512] = "";
+		char text[2048], err[512] = "";
 		struct cfg *cfg;
 		struct vol *v = NULL;
 		int r;
 
-		snprintf(text, sizeof(text),
-			 "[cluster]\nname = %s\nsecret = unit-secret\n"
-			 "[node a]\nreplication = 127.0.0.1:1\ncontrol = %s/a.sock\ndata-dir = %s\n"
-			 "[node b]\nreplication = 127.0.0.1:2\ncontrol = %s/b.sock\ndata-dir = "
-			 "%s/b\n"
-			 "[volume vol0]\nsize = %llu\nnodes = a b\ndisk.a = ram:\ndisk.b = ram:\n",
-			 cl, dir, dir, dir, dir, size);
+		pair_cfg_text(text, sizeof(text), cl, dir, "127.0.0.1:2", size, "");
 		if (cfg_parse_string(text, "unit", &cfg, err, sizeof(err)))
 			fail_msg("config: %s", err);
 		r = vol_open(ev, cfg, 0, 0, &v, err, sizeof(err));
@@ -1772,13 +1786,6 @@ static struct {
 } fl_opt = { "", false };
 
 /* Runs the loop up to ms milliseconds or until cond holds. */
-#define RUN_UNTIL(p, ms, cond)                                  \
-	do {                                                    \
-		uint64_t t0_ = now_ns();                        \
-		while (!(cond) && now_ns() - t0_ < (ms)*ENG_MS) \
-			pass(p);                                \
-	} while (0)
-
 static bool fl_run(enum fl_kind kind, unsigned x, enum bs_op op, unsigned n)
 {
 	struct pair p;
