@@ -650,22 +650,46 @@ int msg_switch(struct rconn *c, const struct repl_msg *m)
  * established, up to date), through the switchover a user would ask for
  * (polled each tick, as tandemctl polls it, until the peer is primary).
  * Until then, and if the switchover is refused before this node stepped
- * down, it serves through the peer (D1) and tries again 5 s later. */
+ * down, it serves through the peer (D1) and tries again 5 s later.
+ * H2: once it has stepped down, the handover is owed until the peer is
+ * primary: if the peer could not take over (its claim refused, the peer
+ * lost), neither node is primary, and this node asks again, 5 s apart,
+ * whenever the peer is back, up to date and still secondary. The witness
+ * record names no primary after the step down (W2), so the peer's claim
+ * is granted; no one else may take over meanwhile. An attached disk, this
+ * node made primary again, or a restart ends what is owed. */
+static bool handover_owed(struct repl *r)
+{
+	if (r->handover_owed && (r->v->role != VOL_SECONDARY || !vol_disk_gone(r->v->disk) ||
+				 (r->have_peer && r->peer.role == REPL_ROLE_PRIMARY)))
+		r->handover_owed = false;
+	return r->handover_owed && peer_ready(r) && r->rstate == RR_ESTABLISHED && peer_whole(r) &&
+	       r->have_peer;
+}
+
 void handover_tick(struct repl *r)
 {
 	char msg[256];
 	uint64_t now = ev_now(r->ev);
+	bool owed;
 	int rc;
 
 	if (!r->cfg->disk_failure_handover || r->shutting_down)
 		return;
 	if (!r->handing_over) {
-		if (r->v->role != VOL_PRIMARY || !vol_disk_gone(r->v->disk) || !peer_serves(r) ||
+		owed = handover_owed(r);
+		if ((!owed && (r->v->role != VOL_PRIMARY || !vol_disk_gone(r->v->disk) ||
+			       !peer_serves(r))) ||
 		    now < r->handover_retry_ns)
 			return;
-		log_warn("volume %s: the disk is %s: handing the primary role to %s "
-			 "(on-disk-failure = handover)",
-			 r->v->name, vol_disk_name(r->v->disk), peer_name(r));
+		if (owed)
+			log_warn("volume %s: the disk is %s and no node is primary: asking %s "
+				 "again to take over (on-disk-failure = handover)",
+				 r->v->name, vol_disk_name(r->v->disk), peer_name(r));
+		else
+			log_warn("volume %s: the disk is %s: handing the primary role to %s "
+				 "(on-disk-failure = handover)",
+				 r->v->name, vol_disk_name(r->v->disk), peer_name(r));
 		snprintf(msg, sizeof(msg), "\"peer\":\"%s\",\"disk\":\"%s\"", peer_name(r),
 			 vol_disk_name(r->v->disk));
 		vol_event(r->v, "handover", NULL, NULL, msg);
@@ -677,11 +701,16 @@ void handover_tick(struct repl *r)
 		return;
 	r->handing_over = false;
 	if (rc == 0) {
+		r->handover_owed = false;
 		log_info("volume %s: handed over to %s", r->v->name, peer_name(r));
 		return;
 	}
-	log_warn("volume %s: the handover to %s did not happen: %s", r->v->name, peer_name(r),
-		 rc == -EAGAIN ? "timed out" : msg);
+	r->handover_owed = r->v->role == VOL_SECONDARY;
+	log_warn("volume %s: the handover to %s did not happen: %s%s", r->v->name, peer_name(r),
+		 rc == -EAGAIN ? "timed out" : msg,
+		 r->handover_owed ? "; this node has stepped down: no node is primary until "
+				    "the peer takes over"
+				  : "");
 	r->handover_retry_ns = now + 5000000000ull;
 }
 

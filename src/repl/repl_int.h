@@ -254,6 +254,7 @@ struct repl {
 	uint8_t sw_sent;          /* what this node asked of the peer; 0 nothing */
 	uint8_t sw_target;        /* a switchover without a node named: 1 this node, 2 the peer */
 	bool handing_over;        /* H1: on-disk-failure = handover under way */
+	bool handover_owed;       /* H2: stepped down for it; the peer has not taken over */
 	uint64_t handover_t0;     /* ... since */
 	uint64_t handover_retry_ns; /* ... not tried again before this */
 	uint64_t sw_t0;           /* ... decided then (a later command decides again) */
