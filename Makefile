@@ -203,12 +203,15 @@ coverage:
 # Random fault schedules on real clusters with a witness (tests/soak): kills,
 # freezes, link cuts, disk errors, slow disks and simulated crashes.
 # SOAK_SCHEDULES (default 500), SOAK_JOBS clusters side by side (default 2),
-# SOAK_SEED (default: from the clock, printed).
+# SOAK_SEED (default: from the clock, printed), SOAK_DISK_FAILURE (default
+# mixed: on-disk-failure = serve in the first cluster, handover in the second).
 SOAK_SCHEDULES ?= 500
 SOAK_JOBS ?= 2
+SOAK_DISK_FAILURE ?= mixed
 soak: all
 	@python3 tests/soak/witness_soak.py --build $(B) --schedules $(SOAK_SCHEDULES) \
-		--jobs $(SOAK_JOBS) $(if $(SOAK_SEED),--seed $(SOAK_SEED))
+		--jobs $(SOAK_JOBS) --disk-failure $(SOAK_DISK_FAILURE) \
+		$(if $(SOAK_SEED),--seed $(SOAK_SEED))
 
 # Ten minutes of 4 KiB random writes at full speed, the witness 200 ms away:
 # no failover, no lease lost (LOAD_SECONDS to change the length).

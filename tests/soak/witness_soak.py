@@ -47,7 +47,11 @@ schedule's part of each log, the checkers' journals and states, statuses.
 Prints one line per schedule and the totals; exit 1 unless lost, double and
 stuck are all 0.
    witness_soak.py --build build --schedules 500 [--seed N] [--jobs 2]
+       [--disk-failure serve|handover|mixed]
 With --jobs N, N clusters run side by side (seeds N, N+1, ...).
+--disk-failure sets the clusters' on-disk-failure (default serve: a primary
+whose disk failed serves through its peer; handover: it hands over; mixed:
+serve in clusters 0, 2, ..., handover in clusters 1, 3, ...).
 """
 import argparse
 import json
@@ -75,7 +79,7 @@ def free_port():
 
 
 class Cluster:
-    def __init__(self, build, work):
+    def __init__(self, build, work, disk_failure="serve"):
         self.b, self.w = build, work
         self.procs = {}
         self.crashes = 0  # simulated crashes that struck
@@ -88,7 +92,8 @@ class Cluster:
             f.write("[cluster]\nname = soak\nsecret = soak-secret\npeer-timeout = 2\n"
                     "witness = 127.0.0.1:%d\nwitness-dir = %s/w\nwitness-timeout = 2\n"
                     "quorum-timeout = 5\ndisk-slow-ms = 100\ndisk-slow-s = 2\n"
-                    % (p["wit"], work))
+                    "on-disk-failure = %s\n"
+                    % (p["wit"], work, disk_failure))
             for n in "ab":
                 f.write("[node %s]\nreplication = 127.0.0.1:%d\nnbd = 127.0.0.1:%d\n"
                         "iscsi = 127.0.0.1:%d\n"
@@ -478,7 +483,10 @@ def parallel(a):
                 str(n), "--seed", str(a.seed + j), "--jobs", "1", "--totals", out.name]
         if a.keep:
             argv.append("--keep")
-        argv += ["--faults", ",".join(a.faults)]
+        df = a.disk_failure
+        if df == "mixed":
+            df = ("serve", "handover")[j % 2]
+        argv += ["--faults", ",".join(a.faults), "--disk-failure", df]
         procs.append(subprocess.Popen(argv, stdout=subprocess.PIPE, text=True))
     import threading
 
@@ -526,6 +534,8 @@ def main():
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--faults", default=",".join(FAULTS),
                     help="the fault kinds to draw from (comma-separated; default all)")
+    ap.add_argument("--disk-failure", choices=("serve", "handover", "mixed"),
+                    default="serve", help="the clusters' on-disk-failure (default serve)")
     ap.add_argument("--totals", help=argparse.SUPPRESS)
     a = ap.parse_args()
     a.faults = a.faults.split(",")
@@ -534,12 +544,15 @@ def main():
             ap.error("unknown fault %s (known: %s)" % (f, ", ".join(FAULTS)))
     if a.jobs > 1:
         parallel(a)
+    if a.disk_failure == "mixed":
+        a.disk_failure = "serve"
     rng = random.Random(a.seed)
     work = tempfile.mkdtemp(prefix="tandem-soak.", dir="/var/tmp")
-    c = Cluster(os.path.abspath(a.build), work)
+    c = Cluster(os.path.abspath(a.build), work, a.disk_failure)
     totals = {"schedules": 0, "acked": 0, "lost": 0, "double": 0, "both": 0, "stuck": 0}
     kinds = {}
-    print("witness soak: seed %d, %d schedules, in %s" % (a.seed, a.schedules, work), flush=True)
+    print("witness soak: seed %d, %d schedules, on-disk-failure %s, in %s"
+          % (a.seed, a.schedules, a.disk_failure, work), flush=True)
     try:
         for n in ("w", "a", "b"):
             c.start(n)
