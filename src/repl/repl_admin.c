@@ -657,12 +657,27 @@ int msg_switch(struct rconn *c, const struct repl_msg *m)
  * whenever the peer is back, up to date and still secondary. The witness
  * record names no primary after the step down (W2), so the peer's claim
  * is granted; no one else may take over meanwhile. An attached disk, this
- * node made primary again, or a restart ends what is owed. */
+ * node made primary again, or a restart ends what is owed.
+ * The release is sent once (W2); if the session it went on dropped before
+ * the witness had it, the record still names this node, which cannot take
+ * the volume back without a disk, and the peer's claim waits on this
+ * node's live session: no primary ever. So while the handover is owed, a
+ * record heard naming this node is released again, with the same data
+ * (this secondary has written nothing since it stepped down; were any
+ * other node granted since, the record would not name this one). */
 static bool handover_owed(struct repl *r)
 {
 	if (r->handover_owed && (r->v->role != VOL_SECONDARY || !vol_disk_gone(r->v->disk) ||
 				 (r->have_peer && r->peer.role == REPL_ROLE_PRIMARY)))
 		r->handover_owed = false;
+	if (r->handover_owed && r->wc && r->w_up && r->w_heard && !r->w_release &&
+	    !strcmp(r->w_primary, r->cfg->nodes[r->self].name)) {
+		log_warn("volume %s: the witness still names this node primary: this node "
+			 "releases the record again (its release was lost)",
+			 r->v->name);
+		r->w_release = true;
+		quorum_kick(r);
+	}
 	return r->handover_owed && peer_ready(r) && r->rstate == RR_ESTABLISHED && peer_whole(r) &&
 	       r->have_peer;
 }
