@@ -656,19 +656,22 @@ int msg_switch(struct rconn *c, const struct repl_msg *m)
  * lost), neither node is primary, and this node asks again, 5 s apart,
  * whenever the peer is back, up to date and still secondary. The witness
  * record names no primary after the step down (W2), so the peer's claim
- * is granted; no one else may take over meanwhile. An attached disk, this
- * node made primary again, or a restart ends what is owed.
+ * is granted; no one else may take over meanwhile. This node made
+ * primary again, or a restart, ends what is owed; an attached disk does
+ * not (the record names no primary after the step down, so without the
+ * peer taking over no node would be).
  * The release is sent once (W2); if the session it went on dropped before
  * the witness had it, the record still names this node, which cannot take
  * the volume back without a disk, and the peer's claim waits on this
  * node's live session: no primary ever. So while the handover is owed, a
  * record heard naming this node is released again, with the same data
- * (this secondary has written nothing since it stepped down; were any
- * other node granted since, the record would not name this one). */
+ * (this secondary has written nothing since it stepped down, and an
+ * attached disk was filled to the same data; were any other node granted
+ * since, the record would not name this one). */
 static bool handover_owed(struct repl *r)
 {
-	if (r->handover_owed && (r->v->role != VOL_SECONDARY || !vol_disk_gone(r->v->disk) ||
-				 (r->have_peer && r->peer.role == REPL_ROLE_PRIMARY)))
+	if (r->handover_owed &&
+	    (r->v->role != VOL_SECONDARY || (r->have_peer && r->peer.role == REPL_ROLE_PRIMARY)))
 		r->handover_owed = false;
 	if (r->handover_owed && r->wc && r->w_up && r->w_heard && !r->w_release &&
 	    !strcmp(r->w_primary, r->cfg->nodes[r->self].name)) {
@@ -698,9 +701,9 @@ void handover_tick(struct repl *r)
 		    now < r->handover_retry_ns)
 			return;
 		if (owed)
-			log_warn("volume %s: the disk is %s and no node is primary: asking %s "
-				 "again to take over (on-disk-failure = handover)",
-				 r->v->name, vol_disk_name(r->v->disk), peer_name(r));
+			log_warn("volume %s: this node stepped down for a handover and no node "
+				 "is primary: asking %s again to take over (the disk is %s)",
+				 r->v->name, peer_name(r), vol_disk_name(r->v->disk));
 		else
 			log_warn("volume %s: the disk is %s: handing the primary role to %s "
 				 "(on-disk-failure = handover)",
