@@ -673,14 +673,10 @@ static bool handover_owed(struct repl *r)
 	if (r->handover_owed &&
 	    (r->v->role != VOL_SECONDARY || (r->have_peer && r->peer.role == REPL_ROLE_PRIMARY)))
 		r->handover_owed = false;
-	if (r->handover_owed && r->wc && r->w_up && r->w_heard && !r->w_release &&
-	    !strcmp(r->w_primary, r->cfg->nodes[r->self].name)) {
+	if (r->handover_owed && quorum_release_again(r))
 		log_warn("volume %s: the witness still names this node primary: this node "
 			 "releases the record again (its release was lost)",
 			 r->v->name);
-		r->w_release = true;
-		quorum_kick(r);
-	}
 	return r->handover_owed && peer_ready(r) && r->rstate == RR_ESTABLISHED && peer_whole(r) &&
 	       r->have_peer;
 }

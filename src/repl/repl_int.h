@@ -364,6 +364,7 @@ bool quorum_hold(struct repl *r, struct vol_io *io);
  * instead of marking the disk outdated (N6). */
 bool quorum_peer_lost(struct repl *r);
 void quorum_kick(struct repl *r);
+bool quorum_release_again(struct repl *r);
 void quorum_peer_role(struct repl *r);
 /* Steps down for good reason (deposed, or L6: a primary peer with a lease):
  * held writes fail, the branch written alone is given up (N5), the disk is

@@ -227,6 +227,18 @@ void quorum_kick(struct repl *r)
 		send_claim(r);
 }
 
+/* H2 (repl_admin.c): a secondary that stepped down for a handover and
+ * hears the record still naming it (the release went with a session that
+ * dropped) releases it again (W2); true when it does. */
+bool quorum_release_again(struct repl *r)
+{
+	if (!r->wc || !r->w_up || r->w_release || r->v->role != VOL_SECONDARY || !named_self(r))
+		return false;
+	r->w_release = true;
+	quorum_kick(r);
+	return true;
+}
+
 bool quorum_peer_lost(struct repl *r)
 {
 	if (!r->wc || !may_claim(r) || (r->w_heard && !r->w_primary[0]))
