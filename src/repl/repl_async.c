@@ -28,6 +28,26 @@
  *   A6. Past async-max-lag, writes wait (as with block) until the lag is
  *       back under the bound; a sync volume with entries left waits until
  *       they are acknowledged (a mode switch to sync).
+ *   A7. Resync data never overtakes an older entry of its region: before a
+ *       resync (or verify) read of a region is issued, every queued entry up
+ *       to the last one overlapping it is handed to the connection (ab_push),
+ *       whose queue is FIFO and which sends background data only behind
+ *       what it already holds. Entries made after the read make it stale
+ *       (R4), so the data read is never older than what follows it.
+ *   A8. Up to date means a prefix (SPEC guarantee 9): RS_DONE, and all that
+ *       follows from it (the peer's uptodate, its kept copy dropped, SYNCED
+ *       to the witness, a consistent point), waits until the peer has
+ *       applied every entry made before the newest resync read
+ *       (rs_need_sn, ab_settled). Until then the peer may hold a region
+ *       newer than an older write it still lacks.
+ *   A9. A write the stream does not carry makes the peer inconsistent
+ *       (RS_START) before any later write reaches it: RS_START follows every
+ *       entry queued before it (so a kept copy on the peer includes them),
+ *       and while it waits for them the volume stays ahead; a verify
+ *       running then is stopped, since the resync takes its place.
+ *   A10. The lag is the age of the oldest write the peer lacks, streamed,
+ *       queued or marked alike: async-max-lag bounds that, and status
+ *       shows it.
  * Never: makes a write wait on the link while the backlog has room and the
  * lag is under its bound. */
 #include "repl_int.h"
@@ -50,6 +70,7 @@ struct abent {
 	struct vol_io io; /* kind K_ASYNC: its slot, seq, header and net_tx */
 	struct repl *r;
 	uint64_t t_ns;    /* when the front-end write reached the stream */
+	uint64_t sn;      /* its place in the stream (A7, A8) */
 	uint32_t bytes;   /* data counted in the backlog */
 	bool acked;       /* the peer answered (or the connection is gone) */
 	bool sent;        /* handed to the connection */
@@ -86,15 +107,25 @@ static void ab_behind(struct repl *r)
 		r->ab_behind_ns = ev_now(r->ev);
 }
 
+/* A10: from the oldest write the peer lacks, whether it is marked (since
+ * ab_behind_ns) or an entry not yet acknowledged. */
 uint64_t ab_lag_ns(const struct repl *r)
 {
-	uint64_t now = ev_now(r->ev);
-	const struct abent *e;
+	uint64_t now = ev_now(r->ev), since = r->ab_behind_ns;
+	const struct abent *e = ab_oldest(r);
 
-	if (r->ab_behind_ns)
-		return now - r->ab_behind_ns;
-	e = ab_oldest(r);
-	return e && now > e->t_ns ? now - e->t_ns : 0;
+	if (e && (!since || e->t_ns < since))
+		since = e->t_ns;
+	return since && now > since ? now - since : 0;
+}
+
+/* A8: the peer has applied every entry numbered below sn (the lists keep
+ * stream order; an entry leaves them once acknowledged or lost). */
+bool ab_settled(const struct repl *r, uint64_t sn)
+{
+	const struct abent *e = ab_oldest(r);
+
+	return !e || e->sn >= sn;
 }
 
 static void ab_free(struct abent *e)
@@ -189,6 +220,7 @@ void ab_conn_lost(struct repl *r)
 	if (any)
 		gen_branch(r);
 	r->ab_ahead = false;
+	r->rs_start_wait = false; /* the handshake copies what is marked */
 	ev_defer(r->ev, &r->ab_kick); /* waiting writes go on without the peer */
 }
 
@@ -243,59 +275,95 @@ void ab_acked(struct repl *r, struct vol_io *io, int res)
 	if (ab_empty(r))
 		r->ab_drain_t0 = 0; /* idle time is no drain time */
 	ev_defer(r->ev, &r->ab_kick);
+	if (r->rstate == RR_SYNCSOURCE)
+		ev_defer(r->ev, &r->rs_kick); /* A8: RS_DONE may wait for this ack */
 }
 
-/* Hands queued entries to the connection (A1, A5). */
+/* Hands the oldest queued entry to the connection; false when the request
+ * window is full (acks make room). */
+static bool ab_send_one(struct repl *r, struct net_conn *nc)
+{
+	struct abent *e = container_of(r->ab_queue.next, struct abent, link);
+	struct repl_io w;
+	size_t n;
+
+	/* A5: a resync request waiting behind the stream goes first now and
+	 * then. */
+	if (nc->bulk_head && r->ab_share_bytes >= AB_RS_SHARE) {
+		net_bulk_pin(nc, nc->bulk_head);
+		r->ab_share_bytes = 0;
+	}
+	if (!slot_take(r, &e->io))
+		return false;
+	if (e->io.type == BS_FLUSH) {
+		n = repl_enc_flush(e->io.rep.hdr, e->io.rep.seq);
+	} else {
+		w.seq = e->io.rep.seq;
+		w.off = e->io.off;
+		w.len = (uint32_t)e->io.len;
+		w.flags = (e->io.flags & BS_F_FUA) ? REPL_F_FUA : 0;
+		n = repl_enc_io(e->io.rep.hdr,
+				e->bytes                ? REPL_WRITE
+				: e->io.type == BS_TRIM ? REPL_TRIM
+							: REPL_ZERO,
+				&w);
+	}
+	e->io.rep.tx.iov[0].iov_base = e->io.rep.hdr;
+	e->io.rep.tx.iov[0].iov_len = n;
+	e->io.rep.tx.iovcnt = 1;
+	if (e->bytes) {
+		pack_payload(r, &e->io.rep, e->data, e->bytes);
+		r->lk_data_bytes += e->bytes;
+	} else if (e->io.type != BS_FLUSH) {
+		r->lk_zero_bytes += e->io.len;
+	}
+	e->io.rep.tx.done = ab_tx_done;
+	e->sent = true;
+	list_del(&e->link);
+	list_add_tail(&r->ab_sent, &e->link);
+	r->ab_net_bytes += (uint64_t)e->bytes + 64;
+	r->ab_share_bytes += (uint64_t)e->bytes + 64;
+	net_send(nc, &e->io.rep.tx);
+	return true;
+}
+
+/* Hands queued entries to the connection while little of the stream is
+ * unsent there (A1, A5). */
 static void ab_pump(struct repl *r)
 {
-	struct net_conn *nc;
-
 	if (!peer_ready(r))
 		return;
-	nc = &r->conn->peer.net;
-	while (!list_empty(&r->ab_queue) && r->ab_net_bytes < AB_NET_MAX) {
-		struct abent *e = container_of(r->ab_queue.next, struct abent, link);
-		struct repl_io w;
-		size_t n;
+	while (!list_empty(&r->ab_queue) && r->ab_net_bytes < AB_NET_MAX)
+		if (!ab_send_one(r, &r->conn->peer.net))
+			return;
+}
 
-		/* A5: a resync request waiting behind the stream goes first now
-		 * and then. */
-		if (nc->bulk_head && r->ab_share_bytes >= AB_RS_SHARE) {
-			net_bulk_pin(nc, nc->bulk_head);
-			r->ab_share_bytes = 0;
-		}
-		if (!slot_take(r, &e->io))
-			return; /* the request window is full: acks make room */
-		if (e->io.type == BS_FLUSH) {
-			n = repl_enc_flush(e->io.rep.hdr, e->io.rep.seq);
-		} else {
-			w.seq = e->io.rep.seq;
-			w.off = e->io.off;
-			w.len = (uint32_t)e->io.len;
-			w.flags = (e->io.flags & BS_F_FUA) ? REPL_F_FUA : 0;
-			n = repl_enc_io(e->io.rep.hdr,
-					e->bytes                ? REPL_WRITE
-					: e->io.type == BS_TRIM ? REPL_TRIM
-								: REPL_ZERO,
-					&w);
-		}
-		e->io.rep.tx.iov[0].iov_base = e->io.rep.hdr;
-		e->io.rep.tx.iov[0].iov_len = n;
-		e->io.rep.tx.iovcnt = 1;
-		if (e->bytes) {
-			pack_payload(r, &e->io.rep, e->data, e->bytes);
-			r->lk_data_bytes += e->bytes;
-		} else if (e->io.type != BS_FLUSH) {
-			r->lk_zero_bytes += e->io.len;
-		}
-		e->io.rep.tx.done = ab_tx_done;
-		e->sent = true;
-		list_del(&e->link);
-		list_add_tail(&r->ab_sent, &e->link);
-		r->ab_net_bytes += (uint64_t)e->bytes + 64;
-		r->ab_share_bytes += (uint64_t)e->bytes + 64;
-		net_send(nc, &e->io.rep.tx);
+/* A7, A9: hands every queued entry up to the last one that overlaps
+ * [off, off + len) (len 0: all of them) to the connection now, past
+ * AB_NET_MAX. True when none of them is left queued; false when the peer
+ * is not ready or the request window is full. */
+bool ab_push(struct repl *r, uint64_t off, uint64_t len)
+{
+	struct list *pos, *tmp;
+	struct abent *last = NULL;
+
+	list_for_each_safe (pos, tmp, &r->ab_queue) {
+		struct abent *e = container_of(pos, struct abent, link);
+		if (!len || (e->io.type != BS_FLUSH && overlap(e->io.off, e->io.len, off, len)))
+			last = e;
 	}
+	if (!last)
+		return true;
+	if (!peer_ready(r))
+		return false;
+	while (!list_empty(&r->ab_queue)) {
+		bool was_last = r->ab_queue.next == &last->link;
+		if (!ab_send_one(r, &r->conn->peer.net))
+			return false;
+		if (was_last)
+			break;
+	}
+	return true;
 }
 
 /* A new entry for io at the end of the stream (A1). */
@@ -319,6 +387,7 @@ static bool ab_queue_io(struct repl *r, struct vol_io *io)
 	e->io.rep.kind = K_ASYNC;
 	e->io.rep.pending = 2; /* the send and the ack (or the loss) */
 	e->t_ns = ev_now(r->ev);
+	e->sn = r->ab_sn++;
 	if (data) {
 		memcpy(e->data, io->buf, io->len);
 		e->bytes = (uint32_t)io->len;
@@ -337,6 +406,11 @@ static void ab_mark(struct repl *r, struct vol_io *io)
 	if (io->type == BS_FLUSH)
 		return;
 	ab_behind(r);
+	/* A9: the peer must be made inconsistent before a later write reaches
+	 * it; a verify running cannot do that, the resync below does. */
+	if (r->vfy_state == VFY_RUNNING && r->rstate == RR_ESTABLISHED)
+		vfy_stop(r, "a write overflowed the async backlog: the resync of what the peer "
+			    "lacks starts instead");
 	if (r->rstate == RR_SYNCSOURCE) {
 		uint64_t before = bm_oos_count(r->bm);
 		oos_mark(r, io->off, io->len);
@@ -345,13 +419,15 @@ static void ab_mark(struct repl *r, struct vol_io *io)
 		return;
 	}
 	oos_mark(r, io->off, io->len);
+	if (r->rs_start_wait)
+		return; /* A9: the resync starts once the queue is handed on */
 	if (r->rstate == RR_ESTABLISHED && (r->features & REPL_FEAT_RESYNC2) &&
-	    r->vfy_state != VFY_RUNNING && r->peer.role != REPL_ROLE_PRIMARY) {
+	    r->peer.role != REPL_ROLE_PRIMARY) {
 		bm_flush(r->bm, NULL);
 		rs_start_live(r);
 		return;
 	}
-	if (r->rstate == RR_ESTABLISHED && r->vfy_state != VFY_RUNNING) {
+	if (r->rstate == RR_ESTABLISHED) {
 		/* no live resync with this peer: a new handshake copies them */
 		gen_branch(r);
 		ev_defer(r->ev, &r->drop_kick);
@@ -466,7 +542,9 @@ void ab_kick_fn(struct ev_deferred *d)
 	struct repl *r = container_of(d, struct repl, ab_kick);
 
 	ab_pump(r);
-	if (r->ab_ahead && r->ab_bytes <= r->ab_cap / 2 &&
+	if (r->rs_start_wait && r->rstate == RR_ESTABLISHED && peer_ready(r))
+		rs_start_live(r); /* A9: tries again to hand the queue on first */
+	if (r->ab_ahead && !r->rs_start_wait && r->ab_bytes <= r->ab_cap / 2 &&
 	    (!r->max_lag_ns || ab_lag_ns(r) < r->max_lag_ns * 9 / 10))
 		ab_set_ahead(r, false);
 	while (!list_empty(&r->ab_wait)) {

@@ -284,6 +284,10 @@ struct repl {
 	uint64_t ab_net_bytes;   /* handed to the connection, not yet written */
 	uint64_t ab_share_bytes; /* stream sent since the last resync request (A5) */
 	uint64_t ab_behind_ns;   /* the peer lacks writes not streamed since; 0 it does not */
+	uint64_t ab_sn;          /* the stream number the next entry gets (A7) */
+	uint64_t rs_need_sn;     /* A8: entries below this number were made before a resync
+				    read: RS_DONE waits until the peer has applied them */
+	bool rs_start_wait;      /* A9: RS_START waits for the entries queued before it */
 	uint64_t ab_acked_bytes, ab_drain_acc, ab_drain_t0;
 	double ab_drain_bps;
 	struct ev_deferred ab_kick;
@@ -481,6 +485,8 @@ void ab_lost(struct repl *r, struct vol_io *io);
 void ab_conn_lost(struct repl *r);
 void ab_mark_busy(struct repl *r, uint64_t *busy);
 void ab_caught_up(struct repl *r);
+bool ab_push(struct repl *r, uint64_t off, uint64_t len);
+bool ab_settled(const struct repl *r, uint64_t sn);
 void ab_tick(struct repl *r);
 void ab_status(const struct repl *r, struct repl_status *st);
 
@@ -544,5 +550,6 @@ void ctl_arm(struct repl *r); /* the resync controller (rsctl.h) runs */
 int msg_rs_done(struct rconn *c, const struct repl_msg *m);
 int msg_rs_start(struct rconn *c, const struct repl_msg *m);
 void rs_abort(struct repl *r);
+void vfy_stop(struct repl *r, const char *why);
 
 #endif

@@ -409,6 +409,8 @@ static bool rs_issue(struct repl *r, struct rsrun *run, uint64_t off, uint64_t l
 	}
 	q->r = r;
 	q->run = run;
+	if (run)
+		r->rs_need_sn = r->ab_sn; /* A8: every entry made so far is older */
 	q->io.type = BS_READ;
 	q->io.flags = BS_F_BULK;
 	q->io.off = off;
@@ -537,13 +539,18 @@ static void rs_pump_resync(struct repl *r)
 			run_put(r, run);
 			continue;
 		}
+		if (!ab_push(r, run->next, len))
+			break; /* A7: the request window is full; acks kick again */
 		run->next += len;
 		if (!rs_issue(r, run, run->next - len, len))
 			return; /* out of memory: retried when a request completes */
 		if (r->rstate != RR_SYNCSOURCE || !peer_ready(r))
 			return;
 	}
-	if (bm_oos_count(r->bm) == 0 && list_empty(&r->rs_inflight) && list_empty(&r->rs_runs))
+	/* A8: and the peer has applied every stream entry older than the
+	 * newest read, so that its image is a prefix of this one's */
+	if (bm_oos_count(r->bm) == 0 && list_empty(&r->rs_inflight) && list_empty(&r->rs_runs) &&
+	    ab_settled(r, r->rs_need_sn))
 		rs_finish(r);
 }
 
@@ -553,6 +560,16 @@ void rs_start_live(struct repl *r)
 {
 	uint8_t b[64];
 
+	/* A9: RS_START goes behind every entry queued before it */
+	if (!ab_push(r, 0, 0)) {
+		if (!r->rs_start_wait)
+			log_info("volume %s: the resync to %s starts once the stream queued before "
+				 "it is sent",
+				 r->v->name, peer_name(r));
+		r->rs_start_wait = true;
+		return;
+	}
+	r->rs_start_wait = false;
 	send_small(r->conn, b,
 		   repl_enc_gen(b, REPL_RS_START, sb(r)->gen_current,
 				r->ab_ahead ? REPL_RS_WHY_AHEAD : 0));
@@ -619,8 +636,8 @@ static void vfy_pump(struct repl *r)
 		/* (a chunk larger than that, bitmap-granularity >= 16M, goes
 		 * alone) */
 		if (!rs_room(r, len) || (r->rs_bytes && r->rs_bytes + len > VFY_MAX_INFLIGHT) ||
-		    busy_with(&r->inflight, off, len))
-			return; /* kicked again when requests complete */
+		    busy_with(&r->inflight, off, len) || !ab_push(r, off, len))
+			return; /* kicked again when requests complete (A7: or acks) */
 		if (redo)
 			r->vfy_nredo--;
 		else
@@ -813,16 +830,26 @@ void rs_abort(struct repl *r)
 		run_put(r, run);
 	}
 	if (r->vfy_state == VFY_RUNNING) {
-		char extra[96];
-		verify_set_state(r, VFY_ABORTED);
-		r->vfy_t1 = ev_now(r->ev);
-		r->vfy_nredo = 0;
-		log_warn("volume %s: verify stopped at %llu of %llu bytes: the connection to %s "
-			 "is gone",
-			 r->v->name, (unsigned long long)r->vfy_cursor,
-			 (unsigned long long)r->v->size, peer_name(r));
-		snprintf(extra, sizeof(extra), "\"mismatch_ranges\":%llu",
-			 (unsigned long long)r->vfy_ranges);
-		vol_event(r->v, "verify", "running", "aborted", extra);
+		char why[160];
+		snprintf(why, sizeof(why), "the connection to %s is gone", peer_name(r));
+		vfy_stop(r, why);
 	}
+}
+
+/* A verify ends before it is through: the connection is gone, or a resync
+ * takes its place (A9). What it found so far stays marked. */
+void vfy_stop(struct repl *r, const char *why)
+{
+	char extra[96];
+
+	if (r->vfy_state != VFY_RUNNING)
+		return;
+	verify_set_state(r, VFY_ABORTED);
+	r->vfy_t1 = ev_now(r->ev);
+	r->vfy_nredo = 0;
+	log_warn("volume %s: verify stopped at %llu of %llu bytes: %s", r->v->name,
+		 (unsigned long long)r->vfy_cursor, (unsigned long long)r->v->size, why);
+	snprintf(extra, sizeof(extra), "\"mismatch_ranges\":%llu",
+		 (unsigned long long)r->vfy_ranges);
+	vol_event(r->v, "verify", "running", "aborted", extra);
 }

@@ -1,11 +1,14 @@
 """Stamped writes for the async tests (750, 770): one NBD client writes 4 KiB
 blocks one at a time, each stamped with its write number, in a fixed order
-(two passes over NBLK blocks, shuffled and reversed, ten times over), and a
+(two passes over NBLK blocks, shuffled and reversed, ten times over, or
+as often as it takes to make some 40000 writes), and a
 checker says whether an image is a prefix of that order.
 
-  stampwriter.py write PORT NBLK ACKED_FILE
+  stampwriter.py write PORT NBLK ACKED_FILE [BURST RATE]
       writes until the connection ends; ACKED_FILE always holds the number of
-      the last acknowledged write (renamed into place after each one)
+      the last acknowledged write (renamed into place after each one). With
+      BURST and RATE: the first BURST writes as fast as they go, then RATE
+      writes a second
   stampwriter.py check IMAGE NBLK ACKED [BACKLOG]
       exit 0 when, for the newest write number K found in IMAGE, every block
       holds exactly its last write numbered <= K (zeros if none): no block is
@@ -16,6 +19,7 @@ import os
 import random
 import struct
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nbdclient import connect, recvall  # noqa: E402
@@ -24,15 +28,23 @@ from nbdclient import connect, recvall  # noqa: E402
 def order(nblk):
     o = list(range(nblk))
     random.Random(7).shuffle(o)
-    return (o + o[::-1]) * 10
+    # at least ten passes each way, and some 40000 writes on few blocks
+    return (o + o[::-1]) * max(10, 40000 // (2 * nblk))
 
 
-def write(port, nblk, out):
+def write(port, nblk, out, burst=None, rate=None):
     writes = order(nblk)
     s, _ = connect("127.0.0.1", port)
     done = 0
+    t0 = None
     try:
         for n, blk in enumerate(writes, start=1):
+            if burst is not None and n > burst:
+                if t0 is None:
+                    t0 = time.monotonic()
+                ahead = t0 + (n - burst) / rate - time.monotonic()
+                if ahead > 0:
+                    time.sleep(ahead)
             data = struct.pack("<QQ", n, blk) * 256
             s.sendall(struct.pack(">IHHQQI", 0x25609513, 0, 1, n, blk * 4096, 4096) + data)
             _, err, _ = struct.unpack(">IIQ", recvall(s, 16))
@@ -84,8 +96,9 @@ def check(img, nblk, acked, backlog):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 5 and sys.argv[1] == "write":
-        write(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
+    if len(sys.argv) in (5, 7) and sys.argv[1] == "write":
+        write(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4],
+              *([int(sys.argv[5]), float(sys.argv[6])] if len(sys.argv) == 7 else []))
     elif len(sys.argv) in (5, 6) and sys.argv[1] == "check":
         check(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]),
               int(sys.argv[5]) if len(sys.argv) == 6 else None)
