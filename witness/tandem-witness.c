@@ -2,7 +2,8 @@
  * names one cluster's configuration (its [cluster] witness, secret,
  * witness-dir, witness-timeout); one witness serves them all on the one
  * address they name. --init CLUSTER marks a cluster new: its empty state
- * file is created if missing, then it is served like the others. Wiring
+ * file is created if missing, then it is served like the others. One
+ * witness per state file (a lock beside it); SIGHUP is ignored. Wiring
  * only: the protocol is src/wit. */
 #include <errno.h>
 #include <getopt.h>
@@ -12,10 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <liburing.h>
 
+#include "../src/common/fsutil.h"
 #include "../src/common/log.h"
 #include "../src/common/util.h"
 #include "../src/config/config.h"
@@ -47,7 +50,11 @@ static void sig_cb(struct ev_op *op, int res, uint32_t flags)
 {
 	struct witness *w = container_of(op, struct witness, sig_op);
 	(void)flags;
-	if (res == (int)sizeof(w->si)) {
+	/* HUP must not stop the witness (SPEC guarantee 10): its nodes would
+	 * lose their quorum partner for nothing; there is nothing to reload. */
+	if (res == (int)sizeof(w->si) && w->si.ssi_signo == SIGHUP) {
+		log_info("SIGHUP ignored: reload is not supported in this version");
+	} else if (res == (int)sizeof(w->si)) {
 		log_info("signal %u: shutting down", w->si.ssi_signo);
 		ev_stop(w->ev);
 		return;
@@ -58,6 +65,49 @@ static void sig_cb(struct ev_op *op, int res, uint32_t flags)
 static void sig_arm(struct witness *w)
 {
 	io_uring_prep_read(ev_sqe(w->ev, &w->sig_op), w->sigfd, &w->si, sizeof(w->si), 0);
+}
+
+/* One witness per state file (SPEC guarantee 10): a second one would answer
+ * from a record the first goes on rewriting. Each served cluster's state
+ * file gets a lock file beside it, witness-CLUSTER.lock, taken before the
+ * state is read or written and held until exit (flock: daemon()'s child
+ * keeps it). A cluster whose witness-dir does not exist and that is not
+ * --init has no state to protect (it is refused). Returns 0 or 1 with the
+ * message printed. */
+static int lock_clusters(struct cfg **cfgs, const bool *init, unsigned ncfg, int *fds)
+{
+	for (unsigned i = 0; i < ncfg; i++)
+		fds[i] = -1;
+	for (unsigned i = 0; i < ncfg; i++) {
+		char path[CFG_PATH_MAX + CFG_NAME_MAX + 32];
+		pid_t holder;
+		bool seen = false;
+		int r;
+
+		for (unsigned k = 0; k < i; k++)
+			seen = seen || !strcmp(cfgs[k]->cluster, cfgs[i]->cluster);
+		if (seen)
+			continue; /* wit_server_new refuses the pair with a better message */
+		if (init[i])
+			(void)mkdir(cfgs[i]->witness_dir, 0700); /* as --init would */
+		snprintf(path, sizeof(path), "%s/witness-%s.lock", cfgs[i]->witness_dir,
+			 cfgs[i]->cluster);
+		r = lockfile_take(path, &fds[i], &holder);
+		if (r == -ENOENT)
+			continue;
+		if (r == -EWOULDBLOCK) {
+			fprintf(stderr,
+				"tandem-witness: cluster %s is already served by the witness "
+				"with pid %ld (lock %s)\n",
+				cfgs[i]->cluster, (long)holder, path);
+			return 1;
+		}
+		if (r) {
+			fprintf(stderr, "tandem-witness: cannot lock %s: %s\n", path, strerror(-r));
+			return 1;
+		}
+	}
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -72,6 +122,7 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	int lockfds[MAX_CLUSTERS];
 	struct wit_server *ws = NULL;
 	struct witness w;
 	char err[1024];
@@ -130,10 +181,22 @@ int main(int argc, char **argv)
 		}
 		init[i] = true;
 	}
+	/* before daemon(): the caller sees the refusal and the exit status */
+	if (lock_clusters(cfgs, init, ncfg, lockfds)) {
+		for (unsigned i = 0; i < ncfg; i++) {
+			if (lockfds[i] >= 0)
+				close(lockfds[i]);
+			cfg_free(cfgs[i]);
+		}
+		return 1;
+	}
 	if (!fg && daemon(0, 0) < 0) {
 		fprintf(stderr, "tandem-witness: cannot daemonize: %s\n", strerror(errno));
 		return 1;
 	}
+	for (unsigned i = 0; i < ncfg; i++)
+		if (lockfds[i] >= 0)
+			(void)lockfile_stamp(lockfds[i]); /* daemon()'s child: its pid */
 	log_init("tandem-witness", fg, LOG_LVL_INFO);
 	for (unsigned i = 0; i < ncfg; i++)
 		if (cfg_secret_exposed(cfgs[i], err, sizeof(err)))
@@ -142,6 +205,7 @@ int main(int argc, char **argv)
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	w.sigfd = signalfd(-1, &mask, SFD_CLOEXEC);
 	w.ev = ev_new(256);
@@ -175,5 +239,9 @@ out:
 		close(w.sigfd);
 	for (unsigned i = 0; i < ncfg; i++)
 		cfg_free(cfgs[i]);
+	log_info("stopped");
+	for (unsigned i = 0; i < ncfg; i++)
+		if (lockfds[i] >= 0)
+			close(lockfds[i]);
 	return rc;
 }

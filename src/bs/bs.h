@@ -71,8 +71,10 @@ struct bs_ops {
 	 * -EXDEV, -EINVAL) where that cannot be. No write may be in flight. */
 	int (*clone_to)(struct bs *bs, const char *path);
 	/* Optional. The file at path (a copy clone_to made, on the same
-	 * filesystem) replaces the store's file and becomes its contents. No
-	 * I/O may be in flight. */
+	 * filesystem) replaces the store's file and becomes its contents,
+	 * durably (the rename's directory is fsynced) before it returns 0. No
+	 * I/O may be in flight. An error with path gone means the copy was
+	 * swapped in (the store reads it) but may not survive a power cut. */
 	int (*replace_from)(struct bs *bs, const char *path);
 };
 

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../common/fsutil.h"
 #include "../common/log.h"
 #include "../common/util.h"
 
@@ -274,7 +275,10 @@ static int file_replace_from(struct bs *bs, const char *path)
 		return e;
 	}
 	close(fd);
-	return 0;
+	/* The caller next writes metadata saying the data is this copy: the
+	 * rename must be on disk first, or a power cut could bring back the
+	 * half-resynced image under the data's name, described as consistent. */
+	return fsync_dir_of(f->path);
 }
 
 static const struct bs_ops bs_file_ops = {

@@ -1,6 +1,7 @@
-/* tandemd: one storage node. Reads the cluster config, opens this node's
- * volumes, starts the front-ends and the control socket on one event loop,
- * and stops cleanly on SIGINT/SIGTERM. Wiring only: no protocol or I/O logic. */
+/* tandemd: one storage node. Reads the cluster config, takes the node's lock
+ * (one daemon per data-dir), opens this node's volumes, starts the front-ends
+ * and the control socket on one event loop, stops cleanly on SIGINT/SIGTERM
+ * and ignores SIGHUP. Wiring only: no protocol or I/O logic. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -12,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../common/fsutil.h"
 #include "../common/log.h"
 #include "../common/util.h"
 #include "../config/config.h"
@@ -36,6 +38,8 @@ struct node {
 	struct repl_server *repl;
 	struct wit_client *wit;
 	struct net_tls_ctx *tls; /* tls = on: the replication and witness links */
+	/* <data-dir>/tandemd.lock, held (flock) while this process runs */
+	int lockfd;
 	int sigfd;
 	struct signalfd_siginfo si;
 	struct ev_op sig_op;
@@ -77,7 +81,11 @@ static void sig_cb(struct ev_op *op, int res, uint32_t flags)
 {
 	struct node *n = container_of(op, struct node, sig_op);
 	(void)flags;
-	if (res == (int)sizeof(n->si)) {
+	/* A packaging tool's or a terminal's HUP must not stop a node
+	 * uncleanly (SPEC guarantee 10): there is nothing to reload. */
+	if (res == (int)sizeof(n->si) && n->si.ssi_signo == SIGHUP) {
+		log_info("SIGHUP ignored: reload is not supported in this version");
+	} else if (res == (int)sizeof(n->si)) {
 		log_info("signal %u: shutting down", n->si.ssi_signo);
 		ev_stop(n->ev);
 		return;
@@ -329,6 +337,30 @@ static void report(int fd, int ok, const char *msg)
 	close(fd);
 }
 
+/* One daemon per node (SPEC guarantee 10): a second one would rewrite the
+ * metadata of the running one (clearing its CLEAN flag is what makes a later
+ * crash of the running daemon look clean) before failing on its ports. So
+ * the lock is taken before anything of the node's is opened for writing, by
+ * the process that goes on running (after daemonize), and held until exit.
+ * Metadata always lives in data-dir, so one lock there covers every volume. */
+static int lock_node(struct node *n, const char *name, char *err, size_t errlen)
+{
+	char path[CFG_PATH_MAX + 32];
+	pid_t holder;
+	int r;
+
+	snprintf(path, sizeof(path), "%s/tandemd.lock", n->cfg->nodes[n->self].data_dir);
+	r = lockfile_take(path, &n->lockfd, &holder);
+	if (r == -EWOULDBLOCK && holder)
+		snprintf(err, errlen, "node %s is already running (pid %ld, lock %s)", name,
+			 (long)holder, path);
+	else if (r == -EWOULDBLOCK)
+		snprintf(err, errlen, "node %s is already running (lock %s)", name, path);
+	else if (r)
+		snprintf(err, errlen, "cannot lock %s: %s", path, strerror(-r));
+	return r;
+}
+
 int main(int argc, char **argv)
 {
 	struct node n;
@@ -340,6 +372,7 @@ int main(int argc, char **argv)
 	memset(&n, 0, sizeof(n));
 	n.ready_fd = -1;
 	n.sigfd = -1;
+	n.lockfd = -1;
 	while ((opt = getopt(argc, argv, "c:n:fvh")) != -1) {
 		switch (opt) {
 		case 'c': cfgpath = optarg; break;
@@ -376,6 +409,15 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	log_init("tandemd", fg, verbose ? LOG_LVL_DEBUG : LOG_LVL_INFO);
+	if (lock_node(&n, name, err, sizeof(err))) {
+		if (fg)
+			fprintf(stderr, "tandemd: %s\n", err);
+		else
+			log_err("%s", err);
+		report(n.ready_fd, 0, err);
+		cfg_free(n.cfg);
+		return 1;
+	}
 	if (cfg_secret_exposed(n.cfg, err, sizeof(err)))
 		log_warn("SECURITY: %s", err);
 
@@ -383,6 +425,7 @@ int main(int argc, char **argv)
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	n.sigfd = signalfd(-1, &mask, SFD_CLOEXEC);
 	n.ev = ev_new(1024);
@@ -422,5 +465,6 @@ out:
 	ev_free(n.ev);
 	cfg_free(n.cfg);
 	log_info("stopped");
+	close(n.lockfd); /* last: the volumes are closed and marked clean */
 	return r ? 1 : 0;
 }

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "../common/crc32c.h"
+#include "../common/fsutil.h"
 #include "../common/util.h"
 
 static void copy_name(char *dst, const char *src)
@@ -149,26 +150,6 @@ static bool all_zero(int fd)
 	return true;
 }
 
-/* Makes a newly created file's directory entry durable. */
-static int sync_dir_of(const char *path)
-{
-	char dir[4096];
-	const char *slash = strrchr(path, '/');
-	int fd, r = 0;
-
-	if (!slash)
-		snprintf(dir, sizeof(dir), ".");
-	else
-		snprintf(dir, sizeof(dir), "%.*s", (int)(slash == path ? 1 : slash - path), path);
-	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (fsync(fd) < 0)
-		r = -errno;
-	close(fd);
-	return r;
-}
-
 int md_open(const char *path, const struct md_sb *init, struct md **out)
 {
 	struct md *md;
@@ -218,7 +199,7 @@ int md_open(const char *path, const struct md_sb *init, struct md **out)
 		if (!r && fdatasync(md->fd) < 0)
 			r = -errno;
 		if (!r)
-			r = sync_dir_of(path);
+			r = fsync_dir_of(path);
 		md->created = true;
 	} else {
 		r = -EUCLEAN;

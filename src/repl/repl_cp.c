@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/fsutil.h"
 #include "../common/log.h"
 
 static uint64_t real_now(void)
@@ -45,7 +46,9 @@ static void cp_note(struct repl *r, const char *fmt, const char *detail)
 	snprintf(r->cp_why, sizeof(r->cp_why), fmt, detail);
 }
 
-/* CP2: "TIME_NS GENERATION\n", durable before it is renamed in place. */
+/* CP2: "TIME_NS GENERATION\n", durable before it is renamed in place, and
+ * the rename durable before the caller counts on the copy (the directory
+ * fsync also makes the copy's own new entry, in the same directory, last). */
 static int info_write(const char *path, uint64_t t, uint64_t gen)
 {
 	char tmp[CFG_PATH_MAX + 64], buf[64];
@@ -60,8 +63,8 @@ static int info_write(const char *path, uint64_t t, uint64_t gen)
 	if (write(fd, buf, (size_t)n) != n || fsync(fd) < 0)
 		r = errno ? -errno : -EIO;
 	close(fd);
-	if (!r && rename(tmp, path) < 0)
-		r = -errno;
+	if (!r)
+		r = rename_durable(tmp, path);
 	if (r)
 		unlink(tmp);
 	return r;
@@ -80,6 +83,7 @@ void cp_take(struct repl *r)
 	if (!e)
 		e = info_write(info, t, sb(r)->gen_current);
 	if (e) {
+		unlink(info); /* renamed, perhaps, but not durably */
 		unlink(copy);
 		cp_note(r,
 			"no consistent point until the resync ends: the backing store keeps no "
@@ -178,6 +182,14 @@ int cp_restore(struct repl *r, char *msg, size_t len)
 	}
 	cp_paths(r, copy, sizeof(copy), info, sizeof(info));
 	e = bs_replace_from(r->v->bs, copy);
+	if (e && access(copy, F_OK) < 0 && errno == ENOENT) {
+		/* Swapped in but not durably: the data may be either image, so
+		 * every region is marked and the disk is not called consistent. */
+		unlink(info);
+		r->cp_have = false;
+		bm_set_all(r->bm);
+		bm_flush(r->bm, NULL);
+	}
 	if (e) {
 		snprintf(msg, len, "restoring the kept consistent image %s: %s", copy,
 			 strerror(-e));

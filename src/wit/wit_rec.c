@@ -4,13 +4,13 @@
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "../common/crc32c.h"
+#include "../common/fsutil.h"
 
 static void set_name(char dst[WIT_NAME_LEN], const char *src)
 {
@@ -226,7 +226,7 @@ out:
 
 int wit_store_save(const char *path, const char *cluster, const struct wit_rec *recs, unsigned n)
 {
-	char tmp[512], dir[512];
+	char tmp[512];
 	struct wit_state_hdr h;
 	uint8_t *buf;
 	size_t len;
@@ -270,18 +270,10 @@ int wit_store_save(const char *path, const char *cluster, const struct wit_rec *
 		goto out;
 	}
 	close(fd);
-	if (rename(tmp, path) < 0) {
-		rc = -errno;
+	/* durable before the witness answers from the new record */
+	rc = rename_durable(tmp, path);
+	if (rc)
 		unlink(tmp);
-		goto out;
-	}
-	snprintf(dir, sizeof(dir), "%s", path);
-	fd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd >= 0) {
-		if (fsync(fd) < 0)
-			rc = -errno;
-		close(fd);
-	}
 out:
 	free(buf);
 	return rc;
