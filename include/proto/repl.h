@@ -224,7 +224,7 @@ struct repl_gen {
  * The handshake refuses a peer whose contract differs in any field before
  * `resync_rate` (docs/SPEC.md, guarantee 10); the fields from there on are
  * compared only to warn. Enumerations are the values named below. */
-#define REPL_CT_ANSWER 1u /* flags: the answer to a CONTRACT received once connected */
+#define REPL_CT_ANSWER 1u  /* flags: the answer to a CONTRACT received once connected */
 #define REPL_CT_WITNESS 2u /* flags: the sender has a witness configured */
 #define REPL_CT_KNOWN (REPL_CT_ANSWER | REPL_CT_WITNESS)
 enum repl_ct_mode { REPL_CT_SYNC = 0, REPL_CT_ASYNC = 1 };

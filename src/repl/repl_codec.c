@@ -206,8 +206,8 @@ int repl_decode_body(const uint8_t *in, struct repl_msg *m)
 		    k->on_disk_failure > 1 || k->on_io_error > 1 || k->compression > 2 ||
 		    (k->flags & ~REPL_CT_KNOWN))
 			return BAD(m, "contract value out of range");
-		if (!name_ok(k->first, sizeof(k->first)) || !name_ok(k->second, sizeof(k->second)) ||
-		    strcmp(k->first, k->second) == 0)
+		if (!name_ok(k->first, sizeof(k->first)) ||
+		    !name_ok(k->second, sizeof(k->second)) || strcmp(k->first, k->second) == 0)
 			return BAD(m, "contract names no two nodes");
 		if (k->peer_timeout_ms == 0 || k->witness_timeout_ms == 0 ||
 		    k->quorum_timeout_ms == 0 || k->bm_granularity < 4096 ||

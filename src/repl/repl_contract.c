@@ -79,9 +79,8 @@ static void diff(char *out, size_t len, const char *key, const char *mine, const
 		 theirs, peer);
 }
 
-int contract_compare(const struct repl_contract *a, const struct repl_contract *b,
-		     const char *me, const char *peer, char *why, size_t wlen, char *warn,
-		     size_t warnlen)
+int contract_compare(const struct repl_contract *a, const struct repl_contract *b, const char *me,
+		     const char *peer, char *why, size_t wlen, char *warn, size_t warnlen)
 {
 	char x[80], y[80];
 
@@ -89,7 +88,8 @@ int contract_compare(const struct repl_contract *a, const struct repl_contract *
 	warn[0] = '\0';
 #define D(key, fmt_a, fmt_b) diff(why, wlen, key, fmt_a, fmt_b, me, peer)
 	if (a->mode != b->mode)
-		D("replication", choice(a->mode, "sync", "async"), choice(b->mode, "sync", "async"));
+		D("replication", choice(a->mode, "sync", "async"),
+		  choice(b->mode, "sync", "async"));
 	if (strcmp(a->first, b->first) || strcmp(a->second, b->second)) {
 		snprintf(x, sizeof(x), "'%s %s'", a->first, a->second);
 		snprintf(y, sizeof(y), "'%s %s'", b->first, b->second);
@@ -180,8 +180,8 @@ static int check(struct rconn *c, const struct repl_contract *k, bool refuse)
 	char why[REPL_MAX_ERROR + 1], warn[256];
 
 	contract_fill(r, &mine, 0);
-	if (contract_compare(&mine, k, r->cfg->nodes[r->self].name, c->peer_node, why,
-			     sizeof(why), warn, sizeof(warn))) {
+	if (contract_compare(&mine, k, r->cfg->nodes[r->self].name, c->peer_node, why, sizeof(why),
+			     warn, sizeof(warn))) {
 		if (refuse)
 			conn_refuse(c, "volume %s: %s", r->v->name, why);
 		else
@@ -221,8 +221,9 @@ int msg_contract(struct rconn *c, const struct repl_msg *m)
 		return check(c, k, false);
 	}
 	if (c->ct_out) { /* K3 */
-		conn_fail(c, "volume %s: settings changed on both nodes at once; connecting again "
-			     "compares them",
+		conn_fail(c,
+			  "volume %s: settings changed on both nodes at once; connecting again "
+			  "compares them",
 			  r->v->name);
 		return -1;
 	}

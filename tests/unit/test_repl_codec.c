@@ -940,9 +940,9 @@ static void test_hdr_len_fixed(void **state)
 		builder b;
 		uint32_t len;
 	} fixed[] = {
-		{ w_hello, 280 }, { w_auth, 32 },  { w_state, 80 }, { w_trim, 24 },
-		{ w_zero, 24 },   { w_flush, 8 },  { w_ping, 8 },   { w_pong, 8 },
-		{ w_rs_done, 16 }, { w_set_gen, 16 }, { w_rs_zero, 24 }, { w_csum, 56 },
+		{ w_hello, 280 },   { w_auth, 32 },      { w_state, 80 },   { w_trim, 24 },
+		{ w_zero, 24 },     { w_flush, 8 },      { w_ping, 8 },     { w_pong, 8 },
+		{ w_rs_done, 16 },  { w_set_gen, 16 },   { w_rs_zero, 24 }, { w_csum, 56 },
 		{ w_rs_start, 16 }, { w_contract, 224 },
 	};
 	(void)state;
