@@ -35,7 +35,8 @@ static void usage(FILE *f)
 		   "                                other node) promotes; waits for both\n"
 		   "  set VOLUME KEY=VALUE...       replication=sync|async, async-backlog=SIZE,\n"
 		   "                                async-max-lag=SEC, on-congestion=ahead|block\n"
-		   "                                (this node, at once, until it restarts)\n"
+		   "                                (both nodes, at once, until restarted;\n"
+		   "                                refused while the peer is not connected)\n"
 		   "  events\n"
 		   "  witness-status                (-c FILE only) what the cluster's witness "
 		   "holds\n");

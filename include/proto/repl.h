@@ -15,6 +15,8 @@
  * Connection life:
  *   both:   HELLO             (identity, protocol range, nonce)
  *   both:   AUTH              (HMAC-SHA256 over the cluster secret, see below)
+ *   both:   CONTRACT          (REPL_FEAT_CONTRACT: the settings that define the
+ *                             volume's guarantees; a mismatch is refused)
  *   both:   STATE             (size, generation identifiers, role, disk)
  *   both:   BITMAP* BITMAP_END (each side's change bitmap; both OR them)
  *   then    data, acks, pings, state updates, resync traffic.
@@ -49,9 +51,10 @@
 #define REPL_FEAT_SWITCH (1ull << 2)  /* SWITCH */
 #define REPL_FEAT_COMPRESS (1ull << 3) /* REPL_HF_LZ4, REPL_HF_ZSTD (below) */
 #define REPL_FEAT_READ (1ull << 4)     /* READ, RDATA */
+#define REPL_FEAT_CONTRACT (1ull << 5) /* CONTRACT */
 #define REPL_FEATURES_KNOWN                                                           \
 	(REPL_FEAT_RESYNC2 | REPL_FEAT_META | REPL_FEAT_SWITCH | REPL_FEAT_COMPRESS | \
-	 REPL_FEAT_READ)
+	 REPL_FEAT_READ | REPL_FEAT_CONTRACT)
 #define REPL_MAX_META 32736u          /* = TANDEM_MD_META_MAX */
 
 enum repl_type {
@@ -86,6 +89,9 @@ enum repl_type {
 			     * (R5) and answers with RDATA, or an ACK with -errno */
 	REPL_RDATA = 29,    /* secondary -> primary: the data of READ seq (struct
 			     * repl_io as in the READ, then len bytes, never compressed) */
+	REPL_CONTRACT = 30, /* struct repl_contract: after AUTH, before STATE (both
+			     * sides); once connected, a change made by `tandemctl
+			     * set` (the receiver adopts it and answers) */
 	REPL_TYPE_MAX
 };
 
@@ -213,6 +219,40 @@ struct repl_gen {
 	uint64_t gen_bitmap; /* RS_DONE: zero; SET_GEN: the generation it replaces */
 } __attribute__((packed));
 
+/* CONTRACT: the settings of the volume that define its guarantees, as the
+ * sender has them now (its configuration file, or `tandemctl set` since).
+ * The handshake refuses a peer whose contract differs in any field before
+ * `resync_rate` (docs/SPEC.md, guarantee 10); the fields from there on are
+ * compared only to warn. Enumerations are the values named below. */
+#define REPL_CT_ANSWER 1u  /* flags: the answer to a CONTRACT received once connected */
+#define REPL_CT_WITNESS 2u /* flags: the sender has a witness configured */
+#define REPL_CT_KNOWN (REPL_CT_ANSWER | REPL_CT_WITNESS)
+enum repl_ct_mode { REPL_CT_SYNC = 0, REPL_CT_ASYNC = 1 };
+struct repl_contract {
+	uint8_t mode;            /* enum repl_ct_mode */
+	uint8_t on_congestion;   /* 0 ahead, 1 block */
+	uint8_t failover;        /* 0 auto, 1 manual */
+	uint8_t on_disk_failure; /* 0 serve, 1 handover */
+	uint8_t on_io_error;     /* 0 detach, 1 pass-on */
+	uint8_t flags;           /* REPL_CT_* */
+	uint16_t reserved0;
+	uint32_t peer_timeout_ms;
+	uint32_t witness_timeout_ms;
+	uint64_t async_backlog;    /* bytes */
+	uint64_t async_max_lag_ms; /* 0: no bound */
+	uint32_t bm_granularity;   /* the configured bitmap-granularity (bytes) */
+	uint32_t reserved1;
+	char first[REPL_NAME_LEN];  /* `nodes`: the first (the first primary), NUL padded */
+	char second[REPL_NAME_LEN]; /* and the second */
+	/* compared only to warn: */
+	uint64_t resync_rate;     /* bytes/s; 0 auto */
+	uint64_t resync_min_rate; /* bytes/s */
+	uint32_t quorum_timeout_ms;
+	uint8_t compression; /* 0 none, 1 lz4, 2 zstd (what the sender sends) */
+	uint8_t reserved2[3];
+	uint8_t reserved[32];
+} __attribute__((packed));
+
 /* ERROR: a message of len bytes (printable ASCII, <= REPL_MAX_ERROR) follows. */
 
 _Static_assert(sizeof(struct repl_hdr) == 16, "header");
@@ -221,5 +261,6 @@ _Static_assert(sizeof(struct repl_state) == 80, "state");
 _Static_assert(sizeof(struct repl_io) == 24, "io");
 _Static_assert(sizeof(struct repl_ack_entry) == 16, "ack entry");
 _Static_assert(sizeof(struct repl_csum) == 56, "csum");
+_Static_assert(sizeof(struct repl_contract) == 224, "contract");
 
 #endif

@@ -163,6 +163,7 @@ int repl_new(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned se
 	r->self = self;
 	r->peer_ix = cv->nodes[0] == self ? cv->nodes[1] : cv->nodes[0];
 	r->first_node = cv->nodes[0] == self;
+	r->cv = cv;
 	r->dialer = strcmp(cfg->nodes[self].name, cfg->nodes[r->peer_ix].name) < 0;
 	snprintf(r->secret, sizeof(r->secret), "%s", cfg->secret);
 	r->timeout_ns = (uint64_t)cfg->peer_timeout_ms * 1000000ull;

@@ -630,42 +630,48 @@ void ab_status(const struct repl *r, struct repl_status *st)
 	st->eta_seconds = st->lag_bytes == 0 ? 0 : rate > 0 ? (double)st->lag_bytes / rate : -1;
 }
 
-/* `tandemctl set VOLUME KEY=VALUE`: the stream's settings, on this node,
- * until it restarts (the configuration file keeps them). */
+static void set_mode(struct repl *r, bool a, const char *why)
+{
+	const char *val = a ? "async" : "sync";
+
+	if (a != r->async) {
+		log_info("volume %s: replication %s -> %s%s%s", r->v->name,
+			 r->async ? "async" : "sync", val,
+			 !a && !ab_empty(r) ? " (once the backlog is acknowledged)" : "", why);
+		vol_event(r->v, "mode", r->async ? "async" : "sync", val, NULL);
+	}
+	r->async = a;
+}
+
+/* `tandemctl set VOLUME KEY=VALUE`: the stream's settings, until the node
+ * restarts (the configuration file keeps them). Each is part of the
+ * volume's contract (repl_contract.c, K2): it changes only while the peer
+ * is connected, which takes the change too. */
 int repl_set(struct repl *r, const char *key, const char *val, char *msg, size_t len)
 {
+	bool a = r->async, block = r->congestion_block;
+	uint64_t cap = r->ab_cap, lag = r->max_lag_ns;
+
 	if (strcmp(key, "replication") == 0) {
-		bool a;
 		if (strcmp(val, "async") == 0)
 			a = true;
 		else if (strcmp(val, "sync") == 0)
 			a = false;
 		else
 			goto bad;
-		if (a != r->async) {
-			log_info("volume %s: replication %s -> %s%s", r->v->name,
-				 r->async ? "async" : "sync", val,
-				 !a && !ab_empty(r) ? " (once the backlog is acknowledged)" : "");
-			vol_event(r->v, "mode", r->async ? "async" : "sync", val, NULL);
-		}
-		r->async = a;
-		ab_reserve(r);
 	} else if (strcmp(key, "async-backlog") == 0) {
-		uint64_t b;
-		if (parse_size(val, &b) || b < (1u << 20))
+		if (parse_size(val, &cap) || cap < (1u << 20))
 			goto bad;
-		r->ab_cap = b;
-		ab_reserve(r);
 	} else if (strcmp(key, "async-max-lag") == 0) {
 		char *end;
 		double d = strtod(val, &end);
 		if (end == val || *end || !(d >= 0 && d <= 86400) || (d > 0 && d < 0.1))
 			goto bad;
-		r->max_lag_ns = (uint64_t)(d * 1e9);
+		lag = (uint64_t)(d * 1e3) * 1000000ull; /* (whole ms: what CONTRACT carries) */
 	} else if (strcmp(key, "on-congestion") == 0) {
 		if (strcmp(val, "block") && strcmp(val, "ahead"))
 			goto bad;
-		r->congestion_block = val[0] == 'b';
+		block = val[0] == 'b';
 	} else {
 		snprintf(msg, len,
 			 "unknown setting '%s' (replication, async-backlog, async-max-lag, "
@@ -673,9 +679,47 @@ int repl_set(struct repl *r, const char *key, const char *val, char *msg, size_t
 			 key);
 		return -EINVAL;
 	}
+	/* K2: both nodes or neither (a change made here alone would be
+	 * refused only at the next handshake, after a failover had already
+	 * changed the guarantee) */
+	if (!peer_connected(r) || !(r->conn->features & REPL_FEAT_CONTRACT)) {
+		snprintf(msg, len,
+			 "%s is a setting both nodes of volume %s must share, and %s is not "
+			 "connected%s: set it when it is, or change the configuration of both "
+			 "nodes and restart them",
+			 key, r->v->name, peer_name(r),
+			 peer_connected(r) ? " with a version that takes the change" : "");
+		return -ENOTCONN;
+	}
+	set_mode(r, a, "");
+	r->ab_cap = cap;
+	r->max_lag_ns = lag;
+	r->congestion_block = block;
+	ab_reserve(r);
+	contract_changed(r);
 	ev_defer(r->ev, &r->ab_kick); /* waiting writes see the new rules */
 	return 0;
 bad:
 	snprintf(msg, len, "'%s' is not a valid value for %s", val, key);
 	return -EINVAL;
+}
+
+/* K2: the peer changed its settings with `tandemctl set`: the same here. */
+void contract_adopt(struct repl *r, const struct repl_contract *k, const char *peer)
+{
+	char why[96];
+
+	snprintf(why, sizeof(why), " (set on %s)", peer);
+	if (r->ab_cap != k->async_backlog || r->max_lag_ns / 1000000ull != k->async_max_lag_ms ||
+	    r->congestion_block != (k->on_congestion == 1))
+		log_info("volume %s: async-backlog %llu, async-max-lag %g s, on-congestion %s%s",
+			 r->v->name, (unsigned long long)k->async_backlog,
+			 (double)k->async_max_lag_ms / 1e3, k->on_congestion ? "block" : "ahead",
+			 why);
+	set_mode(r, k->mode == REPL_CT_ASYNC, why);
+	r->ab_cap = k->async_backlog;
+	r->max_lag_ns = k->async_max_lag_ms * 1000000ull;
+	r->congestion_block = k->on_congestion == 1;
+	ab_reserve(r);
+	ev_defer(r->ev, &r->ab_kick);
 }

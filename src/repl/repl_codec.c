@@ -23,6 +23,7 @@ static uint32_t fixed_len(uint16_t type)
 	case REPL_HELLO: return sizeof(struct repl_hello);
 	case REPL_AUTH: return sizeof(struct repl_auth);
 	case REPL_STATE: return sizeof(struct repl_state);
+	case REPL_CONTRACT: return sizeof(struct repl_contract);
 	case REPL_BITMAP: return sizeof(struct repl_bitmap);
 	case REPL_WRITE:
 	case REPL_RS_DATA:
@@ -183,6 +184,35 @@ int repl_decode_body(const uint8_t *in, struct repl_msg *m)
 		    s->bm_granularity < 4096 || s->bm_granularity > (64u << 20) ||
 		    (s->bm_granularity & (s->bm_granularity - 1)))
 			return -EBADMSG;
+		return 0;
+	}
+	case REPL_CONTRACT: {
+		struct repl_contract *k = &m->u.contract;
+		memcpy(k, in, sizeof(*k));
+		L16(k->reserved0);
+		L32(k->peer_timeout_ms);
+		L32(k->witness_timeout_ms);
+		L64(k->async_backlog);
+		L64(k->async_max_lag_ms);
+		L32(k->bm_granularity);
+		L32(k->reserved1);
+		L64(k->resync_rate);
+		L64(k->resync_min_rate);
+		L32(k->quorum_timeout_ms);
+		if (k->reserved0 || k->reserved1 || !zero(k->reserved2, sizeof(k->reserved2)) ||
+		    !zero(k->reserved, sizeof(k->reserved)))
+			return BAD(m, "reserved field not zero");
+		if (k->mode > REPL_CT_ASYNC || k->on_congestion > 1 || k->failover > 1 ||
+		    k->on_disk_failure > 1 || k->on_io_error > 1 || k->compression > 2 ||
+		    (k->flags & ~REPL_CT_KNOWN))
+			return BAD(m, "contract value out of range");
+		if (!name_ok(k->first, sizeof(k->first)) ||
+		    !name_ok(k->second, sizeof(k->second)) || strcmp(k->first, k->second) == 0)
+			return BAD(m, "contract names no two nodes");
+		if (k->peer_timeout_ms == 0 || k->witness_timeout_ms == 0 ||
+		    k->quorum_timeout_ms == 0 || k->bm_granularity < 4096 ||
+		    (k->bm_granularity & (k->bm_granularity - 1)))
+			return BAD(m, "contract value out of range");
 		return 0;
 	}
 	case REPL_BITMAP: {
@@ -369,6 +399,24 @@ size_t repl_enc_state(uint8_t *out, const struct repl_state *in)
 	S64(s.oos_bits);
 	memcpy(out + n, &s, sizeof(s));
 	return n + sizeof(s);
+}
+
+size_t repl_enc_contract(uint8_t *out, const struct repl_contract *in)
+{
+	struct repl_contract k = *in;
+	size_t n = repl_enc_hdr(out, REPL_CONTRACT, sizeof(k));
+	S16(k.reserved0);
+	S32(k.peer_timeout_ms);
+	S32(k.witness_timeout_ms);
+	S64(k.async_backlog);
+	S64(k.async_max_lag_ms);
+	S32(k.bm_granularity);
+	S32(k.reserved1);
+	S64(k.resync_rate);
+	S64(k.resync_min_rate);
+	S32(k.quorum_timeout_ms);
+	memcpy(out + n, &k, sizeof(k));
+	return n + sizeof(k);
 }
 
 size_t repl_enc_bitmap(uint8_t *out, uint64_t start, uint32_t words)

@@ -22,6 +22,7 @@ struct repl_msg {
 		struct repl_hello hello;
 		struct repl_auth auth;
 		struct repl_state state;
+		struct repl_contract contract;
 		struct repl_bitmap bitmap;
 		struct repl_io io;
 		struct repl_flush flush;
@@ -58,6 +59,7 @@ size_t repl_enc_hdr(uint8_t *out, uint16_t type, uint32_t len);
 size_t repl_enc_hello(uint8_t *out, const struct repl_hello *h);
 size_t repl_enc_auth(uint8_t *out, const struct repl_auth *a);
 size_t repl_enc_state(uint8_t *out, const struct repl_state *s);
+size_t repl_enc_contract(uint8_t *out, const struct repl_contract *k);
 size_t repl_enc_bitmap(uint8_t *out, uint64_t start, uint32_t words); /* words follow */
 size_t repl_enc_io(uint8_t *out, uint16_t type, const struct repl_io *io); /* + payload */
 /* Rewrites the header of a WRITE / RS_DATA that repl_enc_io wrote at hdr:

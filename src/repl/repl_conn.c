@@ -260,7 +260,7 @@ struct msg_type {
 	int (*fn)(struct rconn *c, const struct repl_msg *m);
 };
 
-#define REPL_TYPE_END (REPL_RDATA + 1)
+#define REPL_TYPE_END (REPL_CONTRACT + 1)
 
 /* (ERROR in every stage: a refusal may come at any point) */
 static const struct msg_type msg_types[REPL_TYPE_END] = {
@@ -273,6 +273,10 @@ static const struct msg_type msg_types[REPL_TYPE_END] = {
 	[REPL_STATE] = { .stages = STG(ST_STATE) | STG(ST_RUN),
 			 .min_len = sizeof(struct repl_state),
 			 .fn = msg_state },
+	/* (in the handshake before STATE; once connected, a `set`: K1, K2) */
+	[REPL_CONTRACT] = { .stages = STG(ST_STATE) | STG(ST_RUN),
+			    .min_len = sizeof(struct repl_contract),
+			    .fn = msg_contract },
 	[REPL_BITMAP] = { .stages = STG(ST_BITMAP),
 			  .min_len = sizeof(struct repl_bitmap),
 			  .fn = msg_bitmap },

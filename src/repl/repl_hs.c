@@ -445,6 +445,8 @@ int msg_auth(struct rconn *c, const struct repl_msg *m)
 	}
 	r->conn = c;
 	r->last_ping_ns = ev_now(r->ev);
+	if (c->features & REPL_FEAT_CONTRACT)
+		contract_send(c, 0); /* K1 */
 	send_state(c);
 	send_bitmap(c);
 	return 0;
@@ -453,6 +455,8 @@ int msg_auth(struct rconn *c, const struct repl_msg *m)
 /* The peer's STATE in the handshake: what handshake_decide decides on. */
 static int hs_state(struct rconn *c, const struct repl_msg *m)
 {
+	if (contract_hs_state(c))
+		return -1;
 	c->pst = m->u.state;
 	hs_set_stage(c, ST_BITMAP);
 	return 0;

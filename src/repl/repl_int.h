@@ -103,6 +103,8 @@ struct rconn {
 	uint64_t features;      /* both sides know these */
 	enum hs_stage hs_stage; /* hs_set_stage only */
 	bool got_auth, sent_bm, got_bm_end, aborted, checked_decision;
+	bool got_contract;           /* the peer's CONTRACT came in the handshake (K1) */
+	unsigned ct_out;             /* contract changes sent, not yet answered (K2) */
 	enum repl_rep_state decided; /* what this side's handshake decided */
 	uint8_t sent_disk;           /* the disk state in the last STATE sent */
 	unsigned target_fails;       /* applies that failed while sync target (R10) */
@@ -136,6 +138,7 @@ struct repl {
 	unsigned self, peer_ix;
 	bool dialer;
 	bool first_node; /* this node is the volume's first in `nodes` */
+	const struct cfg_volume *cv;
 	char secret[CFG_NAME_MAX * 2];
 	uint64_t timeout_ns;
 	struct bm *bm;
@@ -472,6 +475,19 @@ void pull_tick(struct repl *r);     /* (repl tick: a paused fill goes on) */
 void pull_kick_ctl(struct repl *r); /* (the controller's tick) */
 /* P6: a demotion ends the fill: 0 once none runs, -EAGAIN while pieces are out. */
 int pull_stop(struct repl *r);
+
+/* repl_contract.c: the settings both nodes share (K1-K3) */
+void contract_fill(const struct repl *r, struct repl_contract *k, uint8_t flags);
+/* 1 when a and b differ in a field that changes a guarantee (why says each,
+ * "KEY is A on ME, B on PEER"; warn the others), else 0. */
+int contract_compare(const struct repl_contract *a, const struct repl_contract *b, const char *me,
+		     const char *peer, char *why, size_t wlen, char *warn, size_t warnlen);
+void contract_send(struct rconn *c, uint8_t flags);
+int msg_contract(struct rconn *c, const struct repl_msg *m);
+int contract_hs_state(struct rconn *c);
+int contract_changed(struct repl *r);
+/* repl_async.c: the peer's `set` (K2), adopted here */
+void contract_adopt(struct repl *r, const struct repl_contract *k, const char *peer);
 
 /* repl_async.c: the asynchronous stream (A1-A6) */
 bool ab_empty(const struct repl *r);

@@ -53,6 +53,7 @@ static size_t fixed_size(uint16_t type)
 	case REPL_HELLO: return sizeof(struct repl_hello);
 	case REPL_AUTH: return sizeof(struct repl_auth);
 	case REPL_STATE: return sizeof(struct repl_state);
+	case REPL_CONTRACT: return sizeof(struct repl_contract);
 	case REPL_BITMAP: return sizeof(struct repl_bitmap);
 	case REPL_WRITE:
 	case REPL_RS_DATA:
@@ -119,6 +120,22 @@ static void check_fields(const struct repl_msg *m, const uint8_t *body, uint32_t
 		CHECK(g >= 4096 && g <= (64u << 20) && (g & (g - 1)) == 0);
 		CHECK(s->role <= REPL_ROLE_PRIMARY && s->disk <= 5);
 		CHECK(!(s->flags & ~REPL_ST_KNOWN) && !s->reserved0 && !s->reserved1);
+		break;
+	}
+	case REPL_CONTRACT: {
+		const struct repl_contract *k = &m->u.contract;
+		uint32_t g = k->bm_granularity;
+		CHECK(m->len == sizeof(*k));
+		CHECK(k->mode <= REPL_CT_ASYNC && k->on_congestion <= 1 && k->failover <= 1);
+		CHECK(k->on_disk_failure <= 1 && k->on_io_error <= 1 && k->compression <= 2);
+		CHECK(!(k->flags & ~REPL_CT_KNOWN) && !k->reserved0 && !k->reserved1);
+		for (size_t i = 0; i < sizeof(k->reserved2); i++)
+			CHECK(k->reserved2[i] == 0);
+		for (size_t i = 0; i < sizeof(k->reserved); i++)
+			CHECK(k->reserved[i] == 0);
+		CHECK(name_ok(k->first) && name_ok(k->second) && strcmp(k->first, k->second));
+		CHECK(k->peer_timeout_ms && k->witness_timeout_ms && k->quorum_timeout_ms);
+		CHECK(g >= 4096 && (g & (g - 1)) == 0);
 		break;
 	}
 	case REPL_BITMAP: {
@@ -213,6 +230,7 @@ static size_t reencode(const struct repl_msg *m, uint8_t *out)
 	case REPL_HELLO: return repl_enc_hello(out, &m->u.hello);
 	case REPL_AUTH: return repl_enc_auth(out, &m->u.auth);
 	case REPL_STATE: return repl_enc_state(out, &m->u.state);
+	case REPL_CONTRACT: return repl_enc_contract(out, &m->u.contract);
 	case REPL_BITMAP:
 		n = repl_enc_bitmap(out, m->u.bitmap.start, m->u.bitmap.words);
 		for (uint32_t i = 0; i < m->u.bitmap.words; i++, n += 8)

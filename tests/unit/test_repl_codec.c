@@ -151,6 +151,37 @@ static size_t w_state(uint8_t *w)
 	return repl_enc_state(w, &s);
 }
 
+static struct repl_contract sample_contract(void)
+{
+	struct repl_contract k;
+
+	memset(&k, 0, sizeof(k));
+	k.mode = REPL_CT_ASYNC;
+	k.on_congestion = 1;
+	k.failover = 1;
+	k.on_disk_failure = 1;
+	k.on_io_error = 1;
+	k.flags = REPL_CT_WITNESS;
+	k.peer_timeout_ms = 0x01020304u;
+	k.witness_timeout_ms = 2000;
+	k.async_backlog = 0x1112131415161718ull;
+	k.async_max_lag_ms = 0x2122232425262728ull;
+	k.bm_granularity = 64u << 10;
+	set_name(k.first, "Node-A");
+	set_name(k.second, "b");
+	k.resync_rate = 0x3132333435363738ull;
+	k.resync_min_rate = 256u << 10;
+	k.quorum_timeout_ms = 30000;
+	k.compression = 2;
+	return k;
+}
+
+static size_t w_contract(uint8_t *w)
+{
+	struct repl_contract k = sample_contract();
+	return repl_enc_contract(w, &k);
+}
+
 #define BM_START 0x0000001234567890ull
 static const uint64_t bm_words_sample[3] = { 0x8000000000000001ull, 0, 0x0123456789abcdefull };
 
@@ -332,6 +363,9 @@ static void test_struct_sizes(void **state)
 	assert_int_equal(sizeof(struct repl_ping), 8);
 	assert_int_equal(sizeof(struct repl_gen), 16);
 	assert_int_equal(sizeof(struct repl_csum), 56);
+	assert_int_equal(sizeof(struct repl_contract), 224);
+	assert_int_equal(offsetof(struct repl_contract, first), 40);
+	assert_int_equal(offsetof(struct repl_contract, resync_rate), 168);
 	assert_int_equal(offsetof(struct repl_csum, digest), 24);
 	assert_int_equal(REPL_DIGEST_LEN, 32);
 	/* the largest fixed message fits REPL_ENC_MAX, and so does an ERROR */
@@ -814,6 +848,8 @@ static const builder all_types[] = {
 	/* READ */
 	w_read,
 	w_rdata,
+	/* CONTRACT */
+	w_contract,
 };
 
 /* META: an image of 0..REPL_MAX_META bytes, no fixed part. */
@@ -904,10 +940,10 @@ static void test_hdr_len_fixed(void **state)
 		builder b;
 		uint32_t len;
 	} fixed[] = {
-		{ w_hello, 280 }, { w_auth, 32 },  { w_state, 80 }, { w_trim, 24 },
-		{ w_zero, 24 },   { w_flush, 8 },  { w_ping, 8 },   { w_pong, 8 },
-		{ w_rs_done, 16 }, { w_set_gen, 16 }, { w_rs_zero, 24 }, { w_csum, 56 },
-		{ w_rs_start, 16 },
+		{ w_hello, 280 },   { w_auth, 32 },      { w_state, 80 },   { w_trim, 24 },
+		{ w_zero, 24 },     { w_flush, 8 },      { w_ping, 8 },     { w_pong, 8 },
+		{ w_rs_done, 16 },  { w_set_gen, 16 },   { w_rs_zero, 24 }, { w_csum, 56 },
+		{ w_rs_start, 16 }, { w_contract, 224 },
 	};
 	(void)state;
 
@@ -1242,6 +1278,82 @@ static void test_state_size(void **state)
 	REJECT_BODY(w_state, B_OFF(repl_state, size), 8, 4096 + 512);
 	REJECT_BODY(w_state, B_OFF(repl_state, size), 8, UINT64_MAX);
 	ACCEPT(w_state, B_OFF(repl_state, size), 8, 4096);
+}
+
+/* CONTRACT: every field as sent; little-endian on the wire. */
+static void test_rt_contract(void **state)
+{
+	uint8_t w[REPL_ENC_MAX];
+	struct repl_contract k = sample_contract();
+	struct repl_msg m;
+	size_t n = w_contract(w);
+	(void)state;
+
+	assert_int_equal(n, HDR + sizeof(k));
+	assert_int_equal(w[4], REPL_CONTRACT);
+	assert_int_equal(w[5], 0);
+	/* peer_timeout_ms 0x01020304 at offset 8 of the body, low byte first */
+	assert_int_equal(w[HDR + 8], 0x04);
+	assert_int_equal(w[HDR + 11], 0x01);
+	assert_int_equal(w[HDR + offsetof(struct repl_contract, async_backlog)], 0x18);
+	assert_int_equal(rx(w, n, &m, NULL), ST_OK);
+	assert_int_equal(m.type, REPL_CONTRACT);
+	assert_memory_equal(&m.u.contract, &k, sizeof(k));
+
+	/* the other end of every range */
+	memset(&k, 0, sizeof(k));
+	k.peer_timeout_ms = k.witness_timeout_ms = k.quorum_timeout_ms = 1;
+	k.bm_granularity = 4096;
+	k.flags = REPL_CT_KNOWN;
+	set_name(k.first, "b");
+	set_name(k.second, "a");
+	n = repl_enc_contract(w, &k);
+	assert_int_equal(rx(w, n, &m, NULL), ST_OK);
+	assert_memory_equal(&m.u.contract, &k, sizeof(k));
+	/* `nodes` names two nodes */
+	set_name(k.second, "b");
+	n = repl_enc_contract(w, &k);
+	assert_int_equal(rx(w, n, &m, NULL), ST_BODY);
+}
+
+static void test_contract_fields(void **state)
+{
+	(void)state;
+	/* enumerations in range */
+	REJECT_BODY(w_contract, B_OFF(repl_contract, mode), 1, 2);
+	REJECT_BODY(w_contract, B_OFF(repl_contract, mode), 1, 0xff);
+	ACCEPT(w_contract, B_OFF(repl_contract, mode), 1, REPL_CT_SYNC);
+	REJECT_BODY(w_contract, B_OFF(repl_contract, on_congestion), 1, 2);
+	REJECT_BODY(w_contract, B_OFF(repl_contract, failover), 1, 2);
+	REJECT_BODY(w_contract, B_OFF(repl_contract, on_disk_failure), 1, 2);
+	REJECT_BODY(w_contract, B_OFF(repl_contract, on_io_error), 1, 2);
+	REJECT_BODY(w_contract, B_OFF(repl_contract, compression), 1, 3);
+	ACCEPT(w_contract, B_OFF(repl_contract, compression), 1, 0);
+	REJECT_BODY(w_contract, B_OFF(repl_contract, flags), 1, REPL_CT_KNOWN + 1);
+	REJECT_BODY(w_contract, B_OFF(repl_contract, flags), 1, 0x80);
+	/* reserved zero */
+	REJECT_BODY(w_contract, B_OFF(repl_contract, reserved0), 2, 1);
+	REJECT_BODY(w_contract, B_OFF(repl_contract, reserved1), 4, 0x80000000u);
+	REJECT_BODY(w_contract, B_OFF(repl_contract, reserved2), 1, 1);
+	REJECT_BODY(w_contract, B_OFF(repl_contract, reserved2) + 2, 1, 1);
+	REJECT_BODY(w_contract, B_OFF(repl_contract, reserved), 1, 1);
+	REJECT_BODY(w_contract, B_OFF(repl_contract, reserved) + 31, 1, 0x80);
+	/* times and granularity */
+	REJECT_BODY(w_contract, B_OFF(repl_contract, peer_timeout_ms), 4, 0);
+	REJECT_BODY(w_contract, B_OFF(repl_contract, witness_timeout_ms), 4, 0);
+	REJECT_BODY(w_contract, B_OFF(repl_contract, quorum_timeout_ms), 4, 0);
+	REJECT_BODY(w_contract, B_OFF(repl_contract, bm_granularity), 4, 0);
+	REJECT_BODY(w_contract, B_OFF(repl_contract, bm_granularity), 4, 2048);
+	REJECT_BODY(w_contract, B_OFF(repl_contract, bm_granularity), 4, 12288);
+	ACCEPT(w_contract, B_OFF(repl_contract, async_backlog), 8, UINT64_MAX);
+	ACCEPT(w_contract, B_OFF(repl_contract, async_max_lag_ms), 8, 0);
+	/* two node names, NUL padded, not the same */
+	REJECT_BODY(w_contract, B_OFF(repl_contract, first), 1, 0);
+	REJECT_BODY(w_contract, B_OFF(repl_contract, second), 1, 0);
+	REJECT_BODY(w_contract, B_OFF(repl_contract, second), 1, ' ');
+	REJECT_BODY(w_contract, B_OFF(repl_contract, first) + 63, 1, 'x');
+	REJECT_BODY(w_contract, B_OFF(repl_contract, second) + 2, 1, 'x'); /* after the NUL */
+	ACCEPT(w_contract, B_OFF(repl_contract, second), 1, 'c');
 }
 
 static void test_ack_count(void **state)
@@ -1971,6 +2083,8 @@ int main(void)
 		cmocka_unit_test(test_state_role_disk),
 		cmocka_unit_test(test_state_flags_reserved),
 		cmocka_unit_test(test_state_size),
+		cmocka_unit_test(test_rt_contract),
+		cmocka_unit_test(test_contract_fields),
 		cmocka_unit_test(test_ack_count),
 		cmocka_unit_test(test_ack_entries),
 		cmocka_unit_test(test_bitmap_words),

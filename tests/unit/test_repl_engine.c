@@ -474,6 +474,120 @@ static void test_handshake_equal(void **state)
 	pair_close(&p);
 }
 
+/* K1: b's configuration differs from a's in a setting a guarantee rests on
+ * (EDIT on b's copy): neither reaches the verdict, both say why with both
+ * values, no STATE is acted on, and the dialer tries again. */
+static void contract_refused(void (*edit)(struct cfg *), const char *key, const char *on_a,
+			     const char *on_b)
+{
+	struct pair p;
+	struct cfg *cb;
+	char err[256];
+	struct repl_status sa, sb;
+
+	pair_open(&p);
+	set_gens(&p, NA, 0x1111, 0, 0);
+	set_gens(&p, NB, 0x1111, 0, 0);
+	cb = malloc(sizeof(*cb));
+	assert_non_null(cb);
+	*cb = *p.cfg;
+	edit(cb);
+	for (unsigned i = 0; i < 2; i++) {
+		struct node *n = &p.n[i];
+		struct cfg *c = i == NB ? cb : p.cfg;
+		if (repl_new(p.ev, c, 0, i, n->v, err, sizeof(err)))
+			fail_msg("repl_new: %s", err);
+		assert_int_equal(repl_server_new(p.ev, c, i, &n->v, 1, &n->srv), 0);
+	}
+	pair_go(&p);
+	WAIT_FOR(&p, strstr(status(&p, NA).error, key) && strstr(status(&p, NB).error, key));
+	/* a retries (RETRY_MIN_MS) and is refused again */
+	run_for(&p, 600);
+	sa = status(&p, NA);
+	sb = status(&p, NB);
+	assert_int_not_equal(sa.conn, RC_CONNECTED);
+	assert_int_not_equal(sb.conn, RC_CONNECTED);
+	assert_non_null(strstr(sa.error, on_a));
+	assert_non_null(strstr(sa.error, on_b));
+	assert_non_null(strstr(sb.error, on_a));
+	assert_non_null(strstr(sb.error, on_b));
+	assert_null(strstr(p.n[NA].events, "\"to\":\"established\""));
+	assert_null(strstr(p.n[NB].events, "\"to\":\"established\""));
+	assert_non_null(strstr(p.n[NA].events, "\"refused\""));
+	pair_close(&p);
+	free(cb);
+}
+
+static void edit_async(struct cfg *c)
+{
+	c->volumes[0].replication = CFG_REPL_ASYNC;
+}
+
+static void edit_peer_timeout(struct cfg *c)
+{
+	c->peer_timeout_ms = 9000;
+}
+
+static void edit_nodes(struct cfg *c)
+{
+	c->volumes[0].nodes[0] = 1;
+	c->volumes[0].nodes[1] = 0;
+}
+
+static void edit_failover(struct cfg *c)
+{
+	c->volumes[0].failover_manual = true;
+}
+
+static void test_contract_mode_refused(void **state)
+{
+	(void)state;
+	contract_refused(edit_async, "replication is", "sync on a", "async on b");
+}
+
+static void test_contract_others_refused(void **state)
+{
+	(void)state;
+	contract_refused(edit_peer_timeout, "peer-timeout is", "10 s on a", "9 s on b");
+	contract_refused(edit_nodes, "nodes is", "'a b' on a", "'b a' on b");
+	contract_refused(edit_failover, "failover is", "auto on a", "manual on b");
+}
+
+/* K2: `set` on a connected node changes both; with the peer away it is
+ * refused and changes nothing. */
+static void test_contract_set_both(void **state)
+{
+	struct pair p;
+	char msg[256];
+	(void)state;
+
+	pair_open(&p);
+	set_gens(&p, NA, 0x1111, 0, 0);
+	set_gens(&p, NB, 0x1111, 0, 0);
+	pair_repl(&p);
+	pair_go(&p);
+	WAIT_FOR(&p, in_sync(&p));
+	assert_int_equal(repl_set(p.n[NA].v->repl, "replication", "async", msg, sizeof(msg)), 0);
+	assert_true(status(&p, NA).async);
+	WAIT_FOR(&p, status(&p, NB).async);
+	assert_int_equal(repl_set(p.n[NB].v->repl, "on-congestion", "block", msg, sizeof(msg)), 0);
+	assert_int_equal(repl_set(p.n[NB].v->repl, "replication", "sync", msg, sizeof(msg)), 0);
+	WAIT_FOR(&p, !status(&p, NA).async);
+	run_for(&p, 100); /* the answers: equal, the connection stays */
+	assert_int_equal(status(&p, NA).conn, RC_CONNECTED);
+	/* a's: the handshake's, its change, its answers to b's two */
+	assert_int_equal(count_type(a_conn(), REPL_CONTRACT), 4);
+	assert_int_equal(repl_set(p.n[NA].v->repl, "replication", "bogus", msg, sizeof(msg)),
+			 -EINVAL);
+	assert_int_equal(repl_disconnect(p.n[NB].v->repl, msg, sizeof(msg)), 0);
+	WAIT_FOR(&p, status(&p, NA).conn != RC_CONNECTED);
+	assert_int_equal(repl_set(p.n[NA].v->repl, "replication", "async", msg, sizeof(msg)),
+			 -ENOTCONN);
+	assert_non_null(strstr(msg, "not connected"));
+	assert_false(status(&p, NA).async);
+	pair_close(&p);
+}
+
 /* a wrote without b since generation 1111 (bitmap 1111, current 2222):
  * a is sync source, b sync target; RS_DONE gives b a's generation. */
 static void test_handshake_a_newer(void **state)
@@ -2065,6 +2179,9 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_handshake_created_empty),
 		cmocka_unit_test(test_handshake_equal),
+		cmocka_unit_test(test_contract_mode_refused),
+		cmocka_unit_test(test_contract_others_refused),
+		cmocka_unit_test(test_contract_set_both),
 		cmocka_unit_test(test_handshake_a_newer),
 		cmocka_unit_test(test_resync_from_outdated_source),
 		cmocka_unit_test(test_handshake_b_newer),
