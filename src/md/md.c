@@ -516,6 +516,7 @@ int md_label_write(struct md *md, bool fresh)
 	uint8_t buf[TANDEM_LABEL_SLOT];
 	struct md_label l;
 	unsigned slot = md->label_slot ^ 1u;
+	struct stat st;
 	ssize_t n;
 
 	if (md->disk_fd < 0)
@@ -535,6 +536,12 @@ int md_label_write(struct md *md, bool fresh)
 	md->label_top = l.seq;
 	md->label_gen = md->sb.gen_current;
 	md_label_encode(&l, buf);
+	/* a file takes the whole label area at once: its length is size + 4 KiB
+	 * from the first label on, so a shorter one was truncated */
+	if (fstat(md->disk_fd, &st) == 0 && S_ISREG(st.st_mode) &&
+	    (uint64_t)st.st_size < l.size + TANDEM_LABEL_AREA &&
+	    ftruncate(md->disk_fd, (off_t)(l.size + TANDEM_LABEL_AREA)) < 0)
+		return -errno;
 	n = crash_point(md->crash, "label write", md->disk_fd, buf, sizeof(buf),
 			(uint64_t)label_off(md, slot));
 	if (n < 0)

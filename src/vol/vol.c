@@ -780,7 +780,8 @@ static int disk_room(const char *name, const char *path, uint64_t size, char *er
  * only weakens the next check (the metadata records the seq the disk holds):
  * it is logged, not fatal. */
 static int disk_identity(struct vol *v, const struct cfg_volume *cv, const char *dpath,
-			 bool existed, const struct stat *pre, char *err, size_t errlen)
+			 const char *mdpath, bool existed, const struct stat *pre, char *err,
+			 size_t errlen)
 {
 	struct md *md = v->md;
 	struct md_label l;
@@ -830,8 +831,8 @@ static int disk_identity(struct vol *v, const struct cfg_volume *cv, const char 
 		snprintf(what, sizeof(what), "is missing (created empty)");
 	else if (S_ISREG(pre->st_mode) && pre->st_size == 0)
 		snprintf(what, sizeof(what), "is empty (new or emptied disk)");
-	else if (S_ISREG(pre->st_mode) &&
-		 (uint64_t)pre->st_size < cv->size + TANDEM_LABEL_AREA && id == MD_DISK_NOLABEL)
+	else if (S_ISREG(pre->st_mode) && (uint64_t)pre->st_size < cv->size &&
+		 id == MD_DISK_NOLABEL)
 		snprintf(what, sizeof(what),
 			 "is truncated (%llu bytes, the volume and its label take %llu)",
 			 (unsigned long long)pre->st_size,
@@ -842,8 +843,8 @@ static int disk_identity(struct vol *v, const struct cfg_volume *cv, const char 
 		snprintf(err, errlen,
 			 "volume %s: disk %s %s; a single-node volume has no peer to fill it "
 			 "from: refusing to start (to take this disk as new, remove the metadata "
-			 "file %s.md)",
-			 v->name, dpath, what, v->name);
+			 "file %s)",
+			 v->name, dpath, what, mdpath);
 		return -EUCLEAN;
 	}
 	log_warn("volume %s: disk %s %s: inconsistent, full sync from the peer", v->name, dpath,
@@ -1110,6 +1111,7 @@ int vol_open(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned ni
 	struct vol *v;
 	struct md_sb init;
 	char path[CFG_PATH_MAX + CFG_NAME_MAX + 8], dpath[CFG_PATH_MAX + CFG_NAME_MAX + 8];
+	char mdpath[CFG_PATH_MAX + CFG_NAME_MAX + 8];
 	struct stat st;
 	bool fresh, existed;
 	int r;
@@ -1205,6 +1207,7 @@ int vol_open(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned ni
 		r = -EINVAL;
 		goto fail;
 	}
+	snprintf(mdpath, sizeof(mdpath), "%s", path);
 	snprintf(path, sizeof(path), "%s", dpath);
 	if (strncmp(dpath, "ram:", 4) != 0)
 		snprintf(v->data_path, sizeof(v->data_path), "%s", dpath);
@@ -1218,7 +1221,7 @@ int vol_open(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned ni
 		goto fail;
 	}
 	if (v->data_path[0]) {
-		r = disk_identity(v, cv, path, existed, &st, err, errlen);
+		r = disk_identity(v, cv, path, mdpath, existed, &st, err, errlen);
 		if (r)
 			goto fail;
 	}
