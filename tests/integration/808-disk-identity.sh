@@ -32,10 +32,10 @@ fresh_start()
 	local n=$1 what=$2 p
 	[ "$n" = a ] && p=b || p=a
 	start "$n"
-	this_run "$n" | grep -q "disk .* $what.*: inconsistent, full sync from the peer" ||
-		fail "$n did not say its disk $what: $(this_run "$n" | grep -i disk | head -n 5)"
 	this_run "$n" | grep -q "volume vol0: secondary, inconsistent" ||
 		fail "$n did not start inconsistent: $(this_run "$n" | grep 'volume vol0: ' | head -n 3)"
+	this_run "$n" | grep -q "disk .* $what.*: inconsistent, full sync from the peer" ||
+		fail "$n did not say its disk $what: $(this_run "$n" | grep -i disk | head -n 5)"
 	wait_connected 30
 	wait_for "$p" "p['replication'] == 'established' and p['disk'] == 'uptodate'" 60
 	this_run "$p" | grep -q "connected to $n (.*full sync)" || fail "$n got no full sync"
