@@ -105,7 +105,7 @@ struct tandem_md_sb {
 	uint64_t created_unix;
 	/* the label of the data disk this describes (all zero: none recorded) */
 	uint8_t disk_uuid[16];
-	uint64_t label_seq;         /* label seq last written to that disk */
+	uint64_t label_seq; /* label seq last written to that disk */
 	uint8_t reserved[3740];
 	uint32_t crc;               /* CRC32C of every byte before this field */
 } __attribute__((packed));
@@ -139,7 +139,7 @@ struct tandem_label {
 	uint64_t size;           /* data area bytes: where this label lives */
 	uint64_t created_unix;   /* when this label was written */
 	uint8_t reserved[436];
-	uint32_t crc;            /* CRC32C of every byte before this field */
+	uint32_t crc; /* CRC32C of every byte before this field */
 } __attribute__((packed));
 _Static_assert(sizeof(struct tandem_label) == TANDEM_LABEL_SLOT, "a label is one slot");
 

@@ -44,9 +44,9 @@ struct md {
 	struct crash_hook *crash; /* tests: a simulated crash before each write */
 	/* The data disk's label (ondisk.h); disk_fd -1: no label (a RAM store) */
 	int disk_fd;
-	unsigned label_slot;  /* slot holding the newest label */
-	uint64_t label_top;   /* highest label seq written or tried */
-	uint64_t label_gen;   /* gen_current when the label was last bumped */
+	unsigned label_slot; /* slot holding the newest label */
+	uint64_t label_top;  /* highest label seq written or tried */
+	uint64_t label_gen;  /* gen_current when the label was last bumped */
 };
 
 /* Opens path; when it holds no valid superblock and is empty, creates one from
@@ -83,15 +83,15 @@ int md_label_decode(const uint8_t in[TANDEM_LABEL_SLOT], struct md_label *l);
 
 /* What a disk's label says about it, measured against the superblock. */
 enum md_disk_id {
-	MD_DISK_OK = 0,    /* the recorded disk, as new as its metadata */
+	MD_DISK_OK = 0,     /* the recorded disk, as new as its metadata */
 	MD_DISK_UNRECORDED, /* the metadata records no disk (older metadata), and
 			     * the disk carries no label or one of this volume */
-	MD_DISK_NOLABEL,   /* no label: a new or emptied disk */
-	MD_DISK_BADLABEL,  /* a label area that is neither zeros nor a valid label */
-	MD_DISK_FOREIGN,   /* another volume's disk (volume uuid or size differ) */
-	MD_DISK_OTHER,     /* another disk of this volume (disk uuid differs) */
-	MD_DISK_OLDER,     /* the recorded disk, older than its metadata (a restored copy) */
-	MD_DISK_NEWER,     /* the recorded disk, newer than its metadata (old metadata) */
+	MD_DISK_NOLABEL,    /* no label: a new or emptied disk */
+	MD_DISK_BADLABEL,   /* a label area that is neither zeros nor a valid label */
+	MD_DISK_FOREIGN,    /* another volume's disk (volume uuid or size differ) */
+	MD_DISK_OTHER,      /* another disk of this volume (disk uuid differs) */
+	MD_DISK_OLDER,      /* the recorded disk, older than its metadata (a restored copy) */
+	MD_DISK_NEWER,      /* the recorded disk, newer than its metadata (old metadata) */
 };
 /* rd: what md_label_read returned; l: the label when rd == 0. Pure. */
 enum md_disk_id md_disk_check(const struct md_sb *sb, int rd, const struct md_label *l);

@@ -746,8 +746,7 @@ void vol_local(struct vol *v, struct vol_io *io, void (*done)(struct vol_io *io,
 
 /* Guarantee 8 (SPEC.md): a block device holds the data area and the disk
  * label after it (ondisk.h). 0, or -ENOSPC with err saying what it needs. */
-static int disk_room(const char *name, const char *path, uint64_t size, char *err,
-		     size_t errlen)
+static int disk_room(const char *name, const char *path, uint64_t size, char *err, size_t errlen)
 {
 	uint64_t have = 0, need = size + TANDEM_LABEL_AREA;
 	struct stat st;
@@ -759,8 +758,9 @@ static int disk_room(const char *name, const char *path, uint64_t size, char *er
 	if (fd < 0)
 		return 0; /* the store's open says why */
 	if (ioctl(fd, BLKGETSIZE64, &have) == 0 && have < need) {
-		snprintf(err, errlen, "volume %s: disk %s: %llu bytes, needs %llu (size + 4 KiB label)",
-			 name, path, (unsigned long long)have, (unsigned long long)need);
+		snprintf(err, errlen,
+			 "volume %s: disk %s: %llu bytes, needs %llu (size + 4 KiB label)", name,
+			 path, (unsigned long long)have, (unsigned long long)need);
 		r = -ENOSPC;
 	}
 	close(fd);
@@ -802,9 +802,10 @@ static int disk_identity(struct vol *v, const struct cfg_volume *cv, const char 
 	}
 	if (md->created) {
 		if (rd == 0)
-			log_warn("volume %s: new metadata: disk %s carried a label of before; it is "
-				 "labelled anew",
-				 v->name, dpath);
+			log_warn(
+				"volume %s: new metadata: disk %s carried a label of before; it is "
+				"labelled anew",
+				v->name, dpath);
 		r = md_label_write(md, true);
 		goto out;
 	}

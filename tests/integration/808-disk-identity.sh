@@ -12,6 +12,7 @@
 #  d. an old copy of the secondary's own disk restored after more writes:
 #     older than its metadata: inconsistent, full sync, every write there.
 #  e. a single-node volume whose disk was emptied refuses to start.
+#  f. a block device without room for the label (size + 4 KiB) is refused.
 # Before, b came up up to date on the empty file (equal generations), the
 # witness promoted it when a died, and it served zeros.
 # shellcheck source=lib.sh
@@ -93,8 +94,9 @@ cp --sparse=always "$T/a/vol0.img" "$T/old.img"
 start a
 wait_connected 30
 wait_for b "p['replication'] == 'established' and p['disk'] == 'uptodate'" 60
-this_run a | grep -Eq "volume vol0: secondary, (consistent|outdated)," &&
-	! this_run a | grep -q "full sync from the peer" || fail "d: a's own disk was not taken back"
+this_run a | grep -Eq "volume vol0: secondary, (consistent|outdated)," ||
+	fail "d: a did not start on its own disk as it was: $(this_run a | grep 'volume vol0: ' | head -n 3)"
+! this_run a | grep -q "full sync from the peer" || fail "d: a's own disk was not taken back"
 more_writes b $((40 << 20)) 200 "$T/acked2"
 ctl_on b wait-sync vol0 --timeout 30 || fail "d: not in sync after the writes"
 stop a
@@ -154,4 +156,17 @@ truncate -s 16M "$T/s/vol0.img" # a new file of the volume's size
 grep -q "carries no label (new or emptied disk); a single-node volume has no peer" "$T/s.log" ||
 	fail "e: the refusal does not say why: $(tail -n 5 "$T/s.log")"
 log "e: a single node on an emptied disk refused to start"
+
+# ---- f: a block device with no room for the label is refused ----
+truncate -s 16M "$T/dev.img"
+if loop=$(losetup -f --show "$T/dev.img" 2>/dev/null); then
+	AT_EXIT+=("losetup -d '$loop'")
+	echo "disk.s = $loop" >>"$T/single.ini"
+	! single || fail "f: a 16M device was taken for a 16M volume"
+	grep -q "disk.s $loop: 16777216 bytes, needs 16781312 (size + 4 KiB label)" "$T/s.log" ||
+		fail "f: the refusal does not say what the device needs: $(tail -n 3 "$T/s.log")"
+	log "f: a block device without room for the label was refused"
+else
+	log "f: skipped (no loop device)"
+fi
 log "ok"

@@ -741,11 +741,11 @@ static void test_label_codec(void **state)
 	sample_label(&in);
 	md_label_encode(&in, buf);
 	assert_memory_equal(buf, "TANDLAB1", 8);
-	assert_memory_equal(buf + 8, "\x01\x00\x00\x00", 4);  /* version */
-	assert_memory_equal(buf + 12, "\x00\x02\x00\x00", 4); /* slot size 512 */
+	assert_memory_equal(buf + 8, "\x01\x00\x00\x00", 4);                  /* version */
+	assert_memory_equal(buf + 12, "\x00\x02\x00\x00", 4);                 /* slot size 512 */
 	assert_memory_equal(buf + 16, "\x08\x07\x06\x05\x04\x03\x02\x01", 8); /* seq */
-	assert_int_equal(buf[24], 0xa0);                      /* volume uuid */
-	assert_int_equal(buf[40], 0xd0);                      /* disk uuid */
+	assert_int_equal(buf[24], 0xa0);                                      /* volume uuid */
+	assert_int_equal(buf[40], 0xd0);                                      /* disk uuid */
 	assert_memory_equal(buf + 56, "\x18\x17\x16\x15\x14\x13\x12\x11", 8); /* size */
 	memcpy(&crc, buf + LCRC_OFF, 4);
 	assert_int_equal(le32toh(crc), crc32c(0, buf, LCRC_OFF));
