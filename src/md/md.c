@@ -438,7 +438,7 @@ const char *md_disk_id_what(enum md_disk_id id)
 	case MD_DISK_UNRECORDED: return "is not recorded in its metadata (older metadata)";
 	case MD_DISK_NOLABEL: return "carries no label (new or emptied disk)";
 	case MD_DISK_BADLABEL: return "carries a damaged or unknown label";
-	case MD_DISK_FOREIGN: return "carries the label of another volume";
+	case MD_DISK_FOREIGN: return "carries the label of another volume or node";
 	case MD_DISK_OTHER: return "is another disk than the one its metadata describes";
 	case MD_DISK_OLDER: return "is older than its metadata (a restored copy)";
 	case MD_DISK_NEWER: return "is newer than its metadata (the metadata is a restored copy)";

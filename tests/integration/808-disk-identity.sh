@@ -79,7 +79,7 @@ wait_for b "p['replication'] == 'established' and p['disk'] == 'uptodate'" 60
 # ---- b: another replica's image (a copy of b's disk, with its label) ----
 stop a
 cp --sparse=always "$T/disks/b2.img" "$T/a/vol0.img"
-fresh_start a "carries the label of another volume"
+fresh_start a "carries the label of another volume or node"
 log "b: another disk's image started inconsistent and was fully synced"
 
 # ---- c: a truncated disk ----
