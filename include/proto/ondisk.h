@@ -25,6 +25,28 @@
  * copy, with seq one higher, then is fsynced. A torn or lost write leaves the
  * other slot intact, so a reader always finds a valid superblock: the valid
  * slot (magic, version, CRC32C) with the highest seq wins.
+ *
+ * The disk label (SPEC guarantee 8: a disk is tied to the metadata that
+ * describes it). The data disk itself carries who it is, in reserved space
+ * right after the data area, so that the data areas of two replicas still
+ * compare byte for byte (`cmp -n SIZE`) and a block device needs only
+ * TANDEM_LABEL_AREA bytes more than the volume:
+ *   [size, size + 4096)   label area on the data disk (file or device):
+ *     [0, 512)            label slot 0 (struct tandem_label)
+ *     [512, 1024)         label slot 1
+ *     [1024, 4096)        zero, reserved
+ * The label names the volume (volume_uuid of its superblock) and the disk (a
+ * random disk_uuid made when the label is first written), and counts
+ * (label seq) every open and every change of gen_current. The superblock
+ * records the disk_uuid and the label seq it last wrote. The label is written
+ * (and fsynced) before the superblock that records it, so at a start the
+ * label's seq is the recorded one or one more (a crash between the two
+ * writes). Same two-slot rule as the superblock; a slot is one 512-byte
+ * sector, so a torn write never spoils the other slot.
+ *
+ * Compatibility: a superblock written before labels existed has an all-zero
+ * disk_uuid (the field was reserved, written as zeros): it records no disk,
+ * and the next start labels the disk and records it.
  */
 #ifndef TANDEM_PROTO_ONDISK_H
 #define TANDEM_PROTO_ONDISK_H
@@ -81,7 +103,10 @@ struct tandem_md_sb {
 	uint32_t bm_granularity;    /* bytes of data per bit */
 	uint32_t reserved0;
 	uint64_t created_unix;
-	uint8_t reserved[3764];
+	/* the label of the data disk this describes (all zero: none recorded) */
+	uint8_t disk_uuid[16];
+	uint64_t label_seq; /* label seq last written to that disk */
+	uint8_t reserved[3740];
 	uint32_t crc;               /* CRC32C of every byte before this field */
 } __attribute__((packed));
 
@@ -96,5 +121,26 @@ struct tandem_md_meta {
 	uint64_t reserved;
 } __attribute__((packed));
 _Static_assert(sizeof(struct tandem_md_meta) == 32, "meta header is 32 bytes");
+
+/* The disk label (layout above). */
+#define TANDEM_LABEL_MAGIC 0x3142414c444e4154ull /* "TANDLAB1" read as LE u64 */
+#define TANDEM_LABEL_VERSION 1u
+#define TANDEM_LABEL_AREA 4096u /* reserved on the disk after the data area */
+#define TANDEM_LABEL_SLOT 512u
+#define TANDEM_LABEL_SLOTS 2u
+
+struct tandem_label {
+	uint64_t magic;          /* TANDEM_LABEL_MAGIC */
+	uint32_t version;        /* TANDEM_LABEL_VERSION */
+	uint32_t slot_size;      /* TANDEM_LABEL_SLOT */
+	uint64_t seq;            /* higher wins; bumped at every open and gen change */
+	uint8_t volume_uuid[16]; /* volume_uuid of the superblock that wrote it */
+	uint8_t disk_uuid[16];   /* random, made when the disk was first labelled */
+	uint64_t size;           /* data area bytes: where this label lives */
+	uint64_t created_unix;   /* when this label was written */
+	uint8_t reserved[436];
+	uint32_t crc; /* CRC32C of every byte before this field */
+} __attribute__((packed));
+_Static_assert(sizeof(struct tandem_label) == TANDEM_LABEL_SLOT, "a label is one slot");
 
 #endif

@@ -6,16 +6,20 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ini.h>
+#include <linux/fs.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../../include/proto/ondisk.h"
 #include "../common/util.h"
 
 enum sect { S_NONE, S_CLUSTER, S_NODE, S_VOLUME };
@@ -1192,6 +1196,7 @@ int cfg_check_local(const struct cfg *cfg, unsigned n, char *err, size_t errlen)
 {
 	const struct cfg_node *nd = &cfg->nodes[n];
 	char dir[CFG_PATH_MAX], *slash;
+	struct stat st;
 	int r;
 
 	r = mkdir_p(nd->data_dir);
@@ -1224,6 +1229,22 @@ int cfg_check_local(const struct cfg *cfg, unsigned n, char *err, size_t errlen)
 			snprintf(err, errlen, "%s:%d: [volume %s] disk.%s: cannot use %s: %s",
 				 cfg->path, v->disk_line[n], v->name, nd->name, d, strerror(errno));
 			return -errno;
+		}
+		if (stat(d, &st) == 0 && S_ISBLK(st.st_mode)) {
+			/* guarantee 8: the disk carries its label after the data */
+			uint64_t have = 0, need = v->size + TANDEM_LABEL_AREA;
+			int fd = open(d, O_RDONLY | O_CLOEXEC);
+			if (fd >= 0 && ioctl(fd, BLKGETSIZE64, &have) == 0 && have < need) {
+				snprintf(err, errlen,
+					 "%s:%d: [volume %s] disk.%s %s: %llu bytes, needs %llu "
+					 "(size + 4 KiB label)",
+					 cfg->path, v->disk_line[n], v->name, nd->name, d,
+					 (unsigned long long)have, (unsigned long long)need);
+				close(fd);
+				return -ENOSPC;
+			}
+			if (fd >= 0)
+				close(fd);
 		}
 		if (access(d, F_OK) < 0) {
 			/* A missing file is created in its directory; that must exist. */

@@ -18,6 +18,7 @@
 
 #include "../common/crc32c.h"
 #include "../common/fsutil.h"
+#include "../common/log.h"
 #include "../common/util.h"
 
 static void copy_name(char *dst, const char *src)
@@ -51,6 +52,8 @@ void md_encode(const struct md_sb *sb, uint8_t out[TANDEM_MD_SLOT_SIZE])
 	d.bm_bytes = htole64(sb->bm_bytes);
 	d.bm_granularity = htole32(sb->bm_granularity);
 	d.created_unix = htole64(sb->created_unix);
+	memcpy(d.disk_uuid, sb->disk_uuid, 16);
+	d.label_seq = htole64(sb->label_seq);
 	d.crc = htole32(crc32c(0, &d, offsetof(struct tandem_md_sb, crc)));
 	memcpy(out, &d, sizeof(d));
 }
@@ -99,6 +102,8 @@ int md_decode(const uint8_t in[TANDEM_MD_SLOT_SIZE], struct md_sb *sb)
 	sb->bm_bytes = le64toh(d.bm_bytes);
 	sb->bm_granularity = le32toh(d.bm_granularity);
 	sb->created_unix = le64toh(d.created_unix);
+	memcpy(sb->disk_uuid, d.disk_uuid, 16);
+	sb->label_seq = le64toh(d.label_seq);
 	return 0;
 }
 
@@ -128,6 +133,16 @@ int md_write(struct md *md)
 	unsigned slot = md->slot ^ 1u;
 	int r;
 
+	/* A new generation is counted on the disk too (label first, then the
+	 * superblock that records it), so that a copy of the disk from before
+	 * it is told apart. A label that cannot be written is not a metadata
+	 * failure: the superblock then records the seq the label still holds. */
+	if (md->disk_fd >= 0 && md->sb.gen_current != md->label_gen) {
+		r = md_label_write(md, false);
+		if (r)
+			log_warn("volume %s: writing the disk label: %s", md->sb.volume,
+				 strerror(-r));
+	}
 	md->sb.seq++;
 	r = write_slot(md, slot);
 	if (r)
@@ -160,6 +175,7 @@ int md_open(const char *path, const struct md_sb *init, struct md **out)
 	md = calloc(1, sizeof(*md));
 	if (!md)
 		return -ENOMEM;
+	md->disk_fd = -1;
 	md->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (md->fd < 0) {
 		r = -errno;
@@ -217,6 +233,7 @@ void md_close(struct md *md)
 {
 	if (!md)
 		return;
+	md_disk_close(md);
 	close(md->fd);
 	free(md);
 }
@@ -319,4 +336,205 @@ uint64_t md_new_gen(void)
 		if (getrandom(&g, sizeof(g), 0) != sizeof(g))
 			g = now_ns() ^ ((uint64_t)getpid() << 32);
 	return g;
+}
+
+/* ---- the disk label ---- */
+
+void md_label_encode(const struct md_label *l, uint8_t out[TANDEM_LABEL_SLOT])
+{
+	struct tandem_label d;
+
+	memset(&d, 0, sizeof(d));
+	d.magic = htole64(TANDEM_LABEL_MAGIC);
+	d.version = htole32(TANDEM_LABEL_VERSION);
+	d.slot_size = htole32(TANDEM_LABEL_SLOT);
+	d.seq = htole64(l->seq);
+	memcpy(d.volume_uuid, l->volume_uuid, 16);
+	memcpy(d.disk_uuid, l->disk_uuid, 16);
+	d.size = htole64(l->size);
+	d.created_unix = htole64(l->created_unix);
+	d.crc = htole32(crc32c(0, &d, offsetof(struct tandem_label, crc)));
+	memcpy(out, &d, sizeof(d));
+}
+
+int md_label_decode(const uint8_t in[TANDEM_LABEL_SLOT], struct md_label *l)
+{
+	struct tandem_label d;
+
+	memcpy(&d, in, sizeof(d));
+	if (le64toh(d.magic) != TANDEM_LABEL_MAGIC)
+		return -EBADMSG;
+	if (le32toh(d.crc) != crc32c(0, &d, offsetof(struct tandem_label, crc)))
+		return -EBADMSG;
+	if (le32toh(d.version) != TANDEM_LABEL_VERSION)
+		return -EPROTONOSUPPORT;
+	if (le32toh(d.slot_size) != TANDEM_LABEL_SLOT)
+		return -EBADMSG;
+	memset(l, 0, sizeof(*l));
+	l->seq = le64toh(d.seq);
+	memcpy(l->volume_uuid, d.volume_uuid, 16);
+	memcpy(l->disk_uuid, d.disk_uuid, 16);
+	l->size = le64toh(d.size);
+	l->created_unix = le64toh(d.created_unix);
+	return 0;
+}
+
+static bool uuid_zero(const uint8_t u[16])
+{
+	static const uint8_t zero[16];
+	return memcmp(u, zero, 16) == 0;
+}
+
+enum md_disk_id md_disk_check(const struct md_sb *sb, int rd, const struct md_label *l)
+{
+	bool mine = rd == 0 && !memcmp(l->volume_uuid, sb->volume_uuid, 16) && l->size == sb->size;
+
+	if (uuid_zero(sb->disk_uuid)) {
+		/* older metadata: a label of this volume is adopted, no label is
+		 * written; anything else is not this volume's disk */
+		if (rd == -ENODATA || mine)
+			return MD_DISK_UNRECORDED;
+		return rd == 0 ? MD_DISK_FOREIGN : MD_DISK_BADLABEL;
+	}
+	if (rd == -ENODATA)
+		return MD_DISK_NOLABEL;
+	if (rd)
+		return MD_DISK_BADLABEL;
+	if (!mine)
+		return MD_DISK_FOREIGN;
+	if (memcmp(l->disk_uuid, sb->disk_uuid, 16))
+		return MD_DISK_OTHER;
+	/* label first, then metadata: one ahead is a crash between the two */
+	if (l->seq < sb->label_seq)
+		return MD_DISK_OLDER;
+	if (l->seq > sb->label_seq + 1)
+		return MD_DISK_NEWER;
+	return MD_DISK_OK;
+}
+
+const char *md_disk_id_what(enum md_disk_id id)
+{
+	switch (id) {
+	case MD_DISK_OK: return "is the disk its metadata describes";
+	case MD_DISK_UNRECORDED: return "is not recorded in its metadata (older metadata)";
+	case MD_DISK_NOLABEL: return "carries no label (new or emptied disk)";
+	case MD_DISK_BADLABEL: return "carries a damaged or unknown label";
+	case MD_DISK_FOREIGN: return "carries the label of another volume or node";
+	case MD_DISK_OTHER: return "is another disk than the one its metadata describes";
+	case MD_DISK_OLDER: return "is older than its metadata (a restored copy)";
+	case MD_DISK_NEWER: return "is newer than its metadata (the metadata is a restored copy)";
+	}
+	return "?";
+}
+
+int md_disk_open(struct md *md, const char *path)
+{
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	md_disk_close(md);
+	md->disk_fd = fd;
+	md->label_slot = 1; /* the first write goes to slot 0 */
+	return 0;
+}
+
+void md_disk_close(struct md *md)
+{
+	if (md->disk_fd >= 0)
+		close(md->disk_fd);
+	md->disk_fd = -1;
+}
+
+static off_t label_off(const struct md *md, unsigned slot)
+{
+	return (off_t)(md->sb.size + (uint64_t)slot * TANDEM_LABEL_SLOT);
+}
+
+int md_label_read(struct md *md, struct md_label *l)
+{
+	static const uint8_t zero[TANDEM_LABEL_SLOT];
+	struct md_label s[TANDEM_LABEL_SLOTS];
+	int best = -1, bad = 0, newer = 0;
+
+	for (unsigned i = 0; i < TANDEM_LABEL_SLOTS; i++) {
+		uint8_t buf[TANDEM_LABEL_SLOT];
+		ssize_t n = pread(md->disk_fd, buf, sizeof(buf), label_off(md, i));
+		int d;
+
+		if (n < 0)
+			return -errno;
+		if (n < (ssize_t)sizeof(buf))
+			memset(buf + n, 0, sizeof(buf) - (size_t)n); /* beyond the end: zeros */
+		if (!memcmp(buf, zero, sizeof(buf)))
+			continue;
+		d = md_label_decode(buf, &s[i]);
+		if (d == -EPROTONOSUPPORT)
+			newer = 1;
+		else if (d)
+			bad = 1;
+		else if (best < 0 || s[i].seq > s[best].seq)
+			best = (int)i;
+	}
+	if (newer)
+		return -EPROTONOSUPPORT;
+	if (best < 0)
+		return bad ? -EBADMSG : -ENODATA;
+	*l = s[best];
+	md->label_slot = (unsigned)best;
+	md->label_top = MAX(md->label_top, s[best].seq);
+	return 0;
+}
+
+void md_label_adopt(struct md *md, const struct md_label *l)
+{
+	memcpy(md->sb.disk_uuid, l->disk_uuid, 16);
+	md->sb.label_seq = l->seq;
+}
+
+int md_label_write(struct md *md, bool fresh)
+{
+	uint8_t buf[TANDEM_LABEL_SLOT];
+	struct md_label l;
+	unsigned slot = md->label_slot ^ 1u;
+	struct stat st;
+	ssize_t n;
+
+	if (md->disk_fd < 0)
+		return -EBADF;
+	memset(&l, 0, sizeof(l));
+	memcpy(l.volume_uuid, md->sb.volume_uuid, 16);
+	memcpy(l.disk_uuid, md->sb.disk_uuid, 16);
+	if (fresh || uuid_zero(l.disk_uuid)) {
+		if (getrandom(l.disk_uuid, 16, 0) != 16)
+			return -EIO;
+		l.disk_uuid[0] |= 1; /* never all zero: that means "none recorded" */
+	}
+	l.size = md->sb.size;
+	l.created_unix = (uint64_t)time(NULL);
+	/* above every seq this disk may hold, written or tried */
+	l.seq = MAX(md->label_top, md->sb.label_seq) + 1;
+	md->label_top = l.seq;
+	md->label_gen = md->sb.gen_current;
+	md_label_encode(&l, buf);
+	/* a file takes the whole label area at once: its length is size + 4 KiB
+	 * from the first label on, so a shorter one was truncated */
+	if (fstat(md->disk_fd, &st) == 0 && S_ISREG(st.st_mode) &&
+	    (uint64_t)st.st_size < l.size + TANDEM_LABEL_AREA &&
+	    ftruncate(md->disk_fd, (off_t)(l.size + TANDEM_LABEL_AREA)) < 0)
+		return -errno;
+	n = crash_point(md->crash, "label write", md->disk_fd, buf, sizeof(buf),
+			(uint64_t)label_off(md, slot));
+	if (n < 0)
+		return (int)n;
+	n = pwrite(md->disk_fd, buf, sizeof(buf), label_off(md, slot));
+	if (n < 0)
+		return -errno;
+	if (n != (ssize_t)sizeof(buf))
+		return -EIO;
+	if (fdatasync(md->disk_fd) < 0)
+		return -errno;
+	md->label_slot = slot;
+	md_label_adopt(md, &l);
+	return 0;
 }

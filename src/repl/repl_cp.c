@@ -197,6 +197,9 @@ int cp_restore(struct repl *r, char *msg, size_t len)
 	}
 	unlink(info);
 	r->cp_have = false;
+	/* guarantee 8: the copy carries the label of when it was taken, older
+	 * than the metadata; it is this disk's data now */
+	vol_relabel(r->v, false);
 	bm_set_all(r->bm);
 	bm_flush(r->bm, NULL);
 	vol_set_disk(r->v, VOL_CONSISTENT);

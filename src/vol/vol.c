@@ -7,9 +7,13 @@
 #include <assert.h>
 #include <errno.h>
 #include <stdio.h>
+#include <fcntl.h>
+#include <linux/fs.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "../common/log.h"
@@ -148,6 +152,8 @@ static void set_disk(struct vol *v, enum vol_disk d, bool opening)
 	v->disk = d;
 	if (!v->md)
 		return;
+	if (vol_disk_gone(d))
+		md_disk_close(v->md); /* no label goes to a failed disk (vol_attach) */
 	/* The state outlives a restart: a failed disk may be missing writes,
 	 * an outdated or inconsistent one must not be served as up to date.
 	 * (Synchronous, but it happens on state changes only.) */
@@ -738,6 +744,179 @@ void vol_local(struct vol *v, struct vol_io *io, void (*done)(struct vol_io *io,
 	bs_submit(v->bs, &io->bio);
 }
 
+/* Guarantee 8 (SPEC.md): a block device holds the data area and the disk
+ * label after it (ondisk.h). 0, or -ENOSPC with err saying what it needs. */
+static int disk_room(const char *name, const char *path, uint64_t size, char *err, size_t errlen)
+{
+	uint64_t have = 0, need = size + TANDEM_LABEL_AREA;
+	struct stat st;
+	int fd, r = 0;
+
+	if (stat(path, &st) < 0 || !S_ISBLK(st.st_mode))
+		return 0;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0; /* the store's open says why */
+	if (ioctl(fd, BLKGETSIZE64, &have) == 0 && have < need) {
+		snprintf(err, errlen,
+			 "volume %s: disk %s: %llu bytes, needs %llu (size + 4 KiB label)", name,
+			 path, (unsigned long long)have, (unsigned long long)need);
+		r = -ENOSPC;
+	}
+	close(fd);
+	return r;
+}
+
+/* Guarantee 8: the disk must be the one its metadata describes (its label,
+ * ondisk.h). New metadata labels its disk as a new one; metadata from before
+ * labels adopts its disk's label or writes one. Any other disk (missing, new,
+ * emptied, truncated, another volume's, another disk, a restored copy older
+ * than the metadata) is never taken as consistent: a replicated volume starts
+ * it inconsistent with no data generation (a full sync from the peer, as a
+ * new disk on a node that is not the first), a single-node volume refuses to
+ * start. Every verdict is bumped on the disk at once (label first, then the
+ * caller's metadata write), so that a copy of the disk taken now is older
+ * than the metadata from the next start on. A label that cannot be written
+ * only weakens the next check (the metadata records the seq the disk holds):
+ * it is logged, not fatal. */
+static int disk_identity(struct vol *v, const struct cfg_volume *cv, const char *dpath,
+			 const char *mdpath, bool existed, const struct stat *pre, char *err,
+			 size_t errlen)
+{
+	struct md *md = v->md;
+	struct md_label l;
+	enum md_disk_id id;
+	char what[200];
+	int rd, r;
+
+	r = md_disk_open(md, dpath);
+	if (r) {
+		snprintf(err, errlen, "volume %s: disk %s: %s", v->name, dpath, strerror(-r));
+		return r;
+	}
+	rd = md_label_read(md, &l);
+	if (rd && rd != -ENODATA && rd != -EBADMSG && rd != -EPROTONOSUPPORT) {
+		snprintf(err, errlen, "volume %s: disk %s: reading its label: %s", v->name, dpath,
+			 strerror(-rd));
+		return rd;
+	}
+	if (md->created) {
+		if (rd == 0)
+			log_warn(
+				"volume %s: new metadata: disk %s carried a label of before; it is "
+				"labelled anew",
+				v->name, dpath);
+		r = md_label_write(md, true);
+		goto out;
+	}
+	id = md_disk_check(&md->sb, rd, &l);
+	if (id == MD_DISK_OK) {
+		r = md_label_write(md, false);
+		goto out;
+	}
+	if (id == MD_DISK_UNRECORDED) {
+		if (rd == 0) {
+			md_label_adopt(md, &l);
+			log_info("volume %s: metadata records no disk (older metadata): it adopts "
+				 "the label of disk %s",
+				 v->name, dpath);
+		} else {
+			log_warn("volume %s: metadata records no disk (older metadata): disk %s is "
+				 "labelled as its own",
+				 v->name, dpath);
+		}
+		r = md_label_write(md, rd != 0);
+		goto out;
+	}
+	if (!existed)
+		snprintf(what, sizeof(what), "is missing (created empty)");
+	else if (S_ISREG(pre->st_mode) && pre->st_size == 0)
+		snprintf(what, sizeof(what), "is empty (new or emptied disk)");
+	else if (S_ISREG(pre->st_mode) && (uint64_t)pre->st_size < cv->size &&
+		 id == MD_DISK_NOLABEL)
+		snprintf(what, sizeof(what),
+			 "is truncated (%llu bytes, the volume and its label take %llu)",
+			 (unsigned long long)pre->st_size,
+			 (unsigned long long)(cv->size + TANDEM_LABEL_AREA));
+	else
+		snprintf(what, sizeof(what), "%s", md_disk_id_what(id));
+	if (cv->nnodes == 1) {
+		snprintf(err, errlen,
+			 "volume %s: disk %s %s; a single-node volume has no peer to fill it "
+			 "from: refusing to start (to take this disk as new, remove the metadata "
+			 "file %s)",
+			 v->name, dpath, what, mdpath);
+		return -EUCLEAN;
+	}
+	log_warn("volume %s: disk %s %s: inconsistent, full sync from the peer", v->name, dpath,
+		 what);
+	md->sb.flags &= ~(TANDEM_MD_F_UPTODATE | TANDEM_MD_F_CONSISTENT | TANDEM_MD_F_FAILED |
+			  TANDEM_MD_F_PEER_ONLY);
+	md->sb.gen_current = TANDEM_MD_GEN_NONE;
+	md->sb.gen_bitmap = TANDEM_MD_GEN_NONE;
+	memset(md->sb.gen_history, 0, sizeof(md->sb.gen_history));
+	r = md_label_write(md, true);
+out:
+	if (r)
+		log_warn("volume %s: disk %s: writing its label: %s (the next start checks "
+			 "against the label it holds)",
+			 v->name, dpath, strerror(-r));
+	return 0;
+}
+
+int vol_relabel(struct vol *v, bool fresh)
+{
+	struct md_label l;
+	int r;
+
+	if (!v->data_path[0])
+		return 0;
+	r = md_disk_open(v->md, v->data_path);
+	if (!r) {
+		(void)md_label_read(v->md, &l); /* where the newest slot is */
+		r = md_label_write(v->md, fresh);
+	}
+	if (r)
+		log_warn("volume %s: disk %s: writing its label: %s", v->name, v->data_path,
+			 strerror(-r));
+	return r;
+}
+
+/* Guarantee 8 at an attach: the old disk (again) must be the one that
+ * failed, as the metadata describes it; a new disk is labelled as new (the
+ * caller gives it all of the peer's data). The label is written before the
+ * metadata records it (the caller's next metadata write). */
+static int attach_identity(struct vol *v, const char *spec, bool old, char *msg, size_t len)
+{
+	struct md_label l;
+	enum md_disk_id id;
+	int r;
+
+	r = md_disk_open(v->md, spec);
+	if (r) {
+		snprintf(msg, len, "volume %s: %s: %s", v->name, spec, strerror(-r));
+		return r;
+	}
+	if (old) {
+		r = md_label_read(v->md, &l);
+		id = md_disk_check(&v->md->sb, r, &l);
+		if (id != MD_DISK_OK && id != MD_DISK_UNRECORDED) {
+			md_disk_close(v->md);
+			snprintf(msg, len,
+				 "volume %s: disk %s %s: it is not the disk that failed; attach it "
+				 "as a new disk (--disk %s) to give it all of the peer's data",
+				 v->name, spec, md_disk_id_what(id), spec);
+			return -EUCLEAN;
+		}
+		if (id == MD_DISK_UNRECORDED && r == 0)
+			md_label_adopt(v->md, &l);
+	}
+	r = md_label_write(v->md, !old);
+	if (r)
+		log_warn("volume %s: disk %s: writing its label: %s", v->name, spec, strerror(-r));
+	return 0;
+}
+
 int vol_attach(struct vol *v, const char *path, char *msg, size_t len)
 {
 	const char *spec = path ? path : v->data_path[0] ? v->data_path : "ram:";
@@ -761,6 +940,11 @@ int vol_attach(struct vol *v, const char *path, char *msg, size_t len)
 			 v->name, v->bios);
 		return -EAGAIN;
 	}
+	if (strncmp(spec, "ram:", 4) != 0) {
+		r = disk_room(v->name, spec, v->size, msg, len);
+		if (r)
+			return r;
+	}
 	r = bs_open_spec(v->ev, spec, v->size, v->bs->direct, &nb);
 	if (r) {
 		snprintf(msg, len, "volume %s: %s: %s", v->name, spec, strerror(-r));
@@ -771,6 +955,13 @@ int vol_attach(struct vol *v, const char *path, char *msg, size_t len)
 			 spec, nb->align, v->min_block);
 		bs_close(nb);
 		return -EINVAL;
+	}
+	if (strncmp(spec, "ram:", 4) != 0) {
+		r = attach_identity(v, spec, path == NULL, msg, len);
+		if (r) {
+			bs_close(nb);
+			return r;
+		}
 	}
 	bs_close(v->bs);
 	v->bs = nb;
@@ -921,8 +1112,9 @@ int vol_open(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned ni
 	struct vol *v;
 	struct md_sb init;
 	char path[CFG_PATH_MAX + CFG_NAME_MAX + 8], dpath[CFG_PATH_MAX + CFG_NAME_MAX + 8];
+	char mdpath[CFG_PATH_MAX + CFG_NAME_MAX + 8];
 	struct stat st;
-	bool fresh;
+	bool fresh, existed;
 	int r;
 
 	v = calloc(1, sizeof(*v));
@@ -946,8 +1138,8 @@ int vol_open(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned ni
 	else
 		snprintf(dpath, sizeof(dpath), "%s/%s.img", cn->data_dir, cv->name);
 	/* A data area this open creates is known to be empty (zeros). */
-	fresh = strcmp(dpath, "ram:") == 0 || stat(dpath, &st) < 0 ||
-		(S_ISREG(st.st_mode) && st.st_size == 0);
+	existed = strcmp(dpath, "ram:") != 0 && stat(dpath, &st) == 0;
+	fresh = !existed || (S_ISREG(st.st_mode) && st.st_size == 0);
 	memset(&init, 0, sizeof(init));
 	init.size = cv->size;
 	init.block_size = 512;
@@ -1016,14 +1208,23 @@ int vol_open(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned ni
 		r = -EINVAL;
 		goto fail;
 	}
+	snprintf(mdpath, sizeof(mdpath), "%s", path);
 	snprintf(path, sizeof(path), "%s", dpath);
 	if (strncmp(dpath, "ram:", 4) != 0)
 		snprintf(v->data_path, sizeof(v->data_path), "%s", dpath);
+	r = disk_room(cv->name, path, cv->size, err, errlen);
+	if (r)
+		goto fail;
 	r = bs_open_spec(ev, path, cv->size, cv->cache == CFG_CACHE_NONE, &v->bs);
 	if (r) {
 		snprintf(err, errlen, "volume %s: backing store %s: %s", cv->name, path,
 			 strerror(-r));
 		goto fail;
+	}
+	if (v->data_path[0]) {
+		r = disk_identity(v, cv, path, mdpath, existed, &st, err, errlen);
+		if (r)
+			goto fail;
 	}
 	v->min_block = v->bs->align;
 	/* The replication protocol moves whole sectors. */

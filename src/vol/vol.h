@@ -266,6 +266,11 @@ void vol_disk_error(struct vol *v, int err, const char *op);
  * -errno with why in msg (not failed, metadata failed, I/O still on the old
  * store, the new one does not open). */
 int vol_attach(struct vol *v, const char *path, char *msg, size_t len);
+/* The disk at data_path (its file replaced under the store: a kept image
+ * restored) is labelled again as the one the metadata describes (fresh: as a
+ * new disk), seq above all before; the next metadata write records it.
+ * 0 or -errno (logged; the next start then finds the disk older). */
+int vol_relabel(struct vol *v, bool fresh);
 /* Gray failure: once more than 1% of the store's requests in a second take
  * longer than limit_ms (or none completes while some are out), need_s
  * seconds in a row, the disk fails (ETIMEDOUT, "slow") if may_detach(ctx)

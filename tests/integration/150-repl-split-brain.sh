@@ -36,7 +36,7 @@ check()
 }
 
 refuses() { nbdinfo "$(uri "$1")" >/dev/null 2>&1 && fail "$1 (secondary) served the export"; return 0; }
-h() { sha256sum <"$T/$1/vol0.img" | cut -d' ' -f1; }
+h() { head -c "$(vol_bytes)" "$T/$1/vol0.img" | sha256sum | cut -d' ' -f1; }
 
 # split WHAT: both nodes report split brain with an error saying so, and
 # neither is connected.

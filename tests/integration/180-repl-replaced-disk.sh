@@ -34,13 +34,13 @@ ctl_on b disconnect vol0
 qemu-io -f raw "$(uri a)" -c "write -P 0x11 0 1M" >/dev/null || fail "write on a failed"
 ctl_on b primary vol0 --force || fail "forced promotion of b failed"
 qemu-io -f raw "$(uri b)" -c "write -P 0x22 0 1M" >/dev/null || fail "write on b failed"
-ha=$(sha256sum <"$T/a/vol0.img")
-hb=$(sha256sum <"$T/b/vol0.img")
+ha=$(head -c "$(vol_bytes)" "$T/a/vol0.img" | sha256sum)
+hb=$(head -c "$(vol_bytes)" "$T/b/vol0.img" | sha256sum)
 ctl_on a connect vol0
 ctl_on b connect vol0
 wait_for a "p['split_brain'] == True" 20
 wait_for b "p['split_brain'] == True" 20
-[ "$(sha256sum <"$T/a/vol0.img")" = "$ha" ] || fail "a's data changed in a split brain"
-[ "$(sha256sum <"$T/b/vol0.img")" = "$hb" ] || fail "b's data changed in a split brain"
+[ "$(head -c "$(vol_bytes)" "$T/a/vol0.img" | sha256sum)" = "$ha" ] || fail "a's data changed in a split brain"
+[ "$(head -c "$(vol_bytes)" "$T/b/vol0.img" | sha256sum)" = "$hb" ] || fail "b's data changed in a split brain"
 stop b
 stop a

@@ -79,8 +79,8 @@ run_case()
 	DONE=$n
 	grep -q "replication with b: off -> syncsource" "$T/a.log" || fail "[$cs] a never became syncsource"
 	grep -q "full sync" "$T/a.log" && fail "[$cs] the reconnection caused a full sync"
-	cmp "$T/expect" "$T/a/vol0.img" || fail "[$cs] a's data area is not what was written"
-	cmp "$T/expect" "$T/b/vol0.img" || fail "[$cs] b's data area is not what was written"
+	cmp -n "$(vol_bytes)" "$T/expect" "$T/a/vol0.img" || fail "[$cs] a's data area is not what was written"
+	cmp -n "$(vol_bytes)" "$T/expect" "$T/b/vol0.img" || fail "[$cs] b's data area is not what was written"
 	[ "$(jfield a "p['out_of_sync_bytes']")" = 0 ] || fail "[$cs] a still reports bytes out of sync"
 	log "resync-checksum = $cs: $oos bytes marked, resynced $DONE in $SECS s; sent as data $SENT, equal by digest $SAME, zero extents $ZERO; link a->b $LINK_AB, b->a $LINK_BA bytes"
 

@@ -74,7 +74,7 @@ t1=$(date +%s.%N)
 link=$(($(link_total) - l0))
 read -r sent zero same < <(jfield a "p['resync_sent_bytes'], p['resync_zero_bytes'], p['resync_same_bytes']")
 grep -q "full sync" "$T/a.log" && fail "the reconnection caused a full sync"
-cmp "$T/expect" "$T/b/vol0.img" || fail "b's data area is not what was written"
+cmp -n "$(vol_bytes)" "$T/expect" "$T/b/vol0.img" || fail "b's data area is not what was written"
 log "resync of $marked marked bytes (${ZERO_MB}M zeros, $((DATA_MB - ZERO_MB))M data) in $(python3 -c "print('%.2f' % ($t1 - $t0))") s: $sent sent as data, $zero as zero extents; $link bytes on the link ($(python3 -c "print('%.1f%%' % (100.0 * $link / $marked))") of marked)"
 [ "$same" = 0 ] || fail "$same bytes found equal by digest, but resync-checksum is off by default"
 [ "$zero" -ge $((ZERO_MB * M)) ] || fail "only $zero bytes went as zero extents, of the ${ZERO_MB}M zeroed"
@@ -98,7 +98,7 @@ t1=$(date +%s.%N)
 link=$(($(link_total) - l0))
 read -r sent zero < <(jfield a "p['resync_sent_bytes'], p['resync_zero_bytes']")
 n=$(sed -n 's/.*resync to b done: \([0-9]*\) bytes.*/\1/p' "$T/a.log" | tail -n 1)
-cmp "$T/expect" "$T/b/vol0.img" || fail "b's new data area is not what a holds"
+cmp -n "$(vol_bytes)" "$T/expect" "$T/b/vol0.img" || fail "b's new data area is not what a holds"
 [ "$(jfield b "v['disk']")" = uptodate ] || fail "b is not uptodate after its full sync"
 log "full sync of the ${VOL} byte volume ($data_bytes bytes of data) in $(python3 -c "print('%.2f' % ($t1 - $t0))") s: resynced $n, $sent sent as data, $zero as zero extents; $link bytes on the link"
 [ "$n" = "$VOL" ] || fail "the full sync resynced $n bytes, not the whole $VOL"

@@ -48,6 +48,6 @@ grep -q "connected to b (.*full sync)" "$T/a.log" ||
 	fail "a volume created on a disk holding data was not fully synced to b"
 ctl_on a wait-sync vol0 --timeout 60 || fail "a: wait-sync did not succeed"
 ctl_on b wait-sync vol0 --timeout 60 || fail "b: wait-sync did not succeed"
-cmp "$T/pre/disk-a.img" "$T/b/vol0.img" || fail "b does not hold the data of disk.a"
+cmp -n "$(vol_bytes)" "$T/pre/disk-a.img" "$T/b/vol0.img" || fail "b does not hold the data of disk.a"
 stop b
 stop a

@@ -56,7 +56,7 @@ out=$(ctl_on b attach vol0 --disk "$T/b-new.img" 2>&1) || fail "attach failed: $
 wait_for b "v['disk'] == 'uptodate'" 60
 wait_for a "p['replication'] == 'established' and p['disk'] == 'uptodate' and p['out_of_sync_bytes'] == 0" 30
 [ "$(jfield b "v['disk_error']")" = None ] || fail "b still shows a disk error: $(jfield b "v['disk_error']")"
-cmp "$T/a/vol0.img" "$T/b-new.img" || fail "b's new disk differs from a's data after the resync"
+cmp -n "$(vol_bytes)" "$T/a/vol0.img" "$T/b-new.img" || fail "b's new disk differs from a's data after the resync"
 stop a
 stop b
 log "ok"

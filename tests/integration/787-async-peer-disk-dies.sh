@@ -36,7 +36,7 @@ n=$(this_run b | grep -c 'disk failed -> inconsistent' || true)
 out=$(ctl_on b attach vol0 --disk "$T/b-new.img" 2>&1) || fail "attach failed: $out"
 wait_for b "v['disk'] == 'uptodate'" 60
 wait_for a "p['replication'] == 'established' and p['out_of_sync_bytes'] == 0 and p.get('backlog_bytes', 0) == 0" 30
-cmp "$T/a/vol0.img" "$T/b-new.img" || fail "b's new disk differs from a's data"
+cmp -n "$(vol_bytes)" "$T/a/vol0.img" "$T/b-new.img" || fail "b's new disk differs from a's data"
 stop a
 stop b
 log "ok"

@@ -199,6 +199,10 @@ start_pair()
 
 # Both data areas equal byte for byte (after wait-sync on both). Prints the
 # first differing regions when they are not. IMG_A, IMG_B: other image paths.
+# vol_bytes: the volume's size in bytes (VOL_SIZE): the data area of an
+# image, which its disk label (4 KiB) follows.
+vol_bytes() { numfmt --from=iec "${VOL_SIZE:-128M}"; }
+
 compare_replicas()
 {
 	ctl_on a wait-sync vol0 --timeout "${1:-60}" || fail "a: wait-sync did not succeed"
@@ -208,15 +212,24 @@ import os, sys
 # Holes read as zeros in both files: only the data extents of either (their
 # union, found with SEEK_DATA/SEEK_HOLE) are read and compared.
 fa, fb = os.open(sys.argv[1], os.O_RDONLY), os.open(sys.argv[2], os.O_RDONLY)
-size = max(os.fstat(fa).st_size, os.fstat(fb).st_size)
+# The data area only: a disk label (4 KiB, "TANDLAB1") follows it, and
+# names each disk as its own.
+def data_len(fd):
+    n = os.fstat(fd).st_size
+    if n >= 4096 and os.pread(fd, 8, n - 4096) == b"TANDLAB1":
+        return n - 4096
+    return n
+size = max(data_len(fa), data_len(fb))
 def extents(fd):
-    out, off, end = [], 0, os.fstat(fd).st_size
+    out, off, end = [], 0, data_len(fd)
     while off < end:
         try:
             d = os.lseek(fd, off, os.SEEK_DATA)
         except OSError:
             break
-        h = os.lseek(fd, d, os.SEEK_HOLE)
+        h = min(os.lseek(fd, d, os.SEEK_HOLE), end)
+        if d >= end:
+            break
         out.append((d, h))
         off = h
     return out

@@ -104,7 +104,7 @@ EOF
 	# XFS image takes O_DIRECT I/O in 512 bytes), and a's disk stays failed
 	if [ "$kind" = xfs ]; then
 		local l4k out
-		truncate -s 64M "$T/l4k.img"
+		truncate -s 65M "$T/l4k.img" # the volume (64M) and its disk label fit
 		l4k=$(losetup -f --show --sector-size 4096 "$T/l4k.img") ||
 			fail "no loop device with 4 KiB sectors"
 		AT_EXIT+=("losetup -d '$l4k'")

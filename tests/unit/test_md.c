@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "../../src/common/crash.h"
 #include "../../src/common/crc32c.h"
 #include "../../src/md/md.h"
 #include "support/alloc_fault.h"
@@ -714,6 +715,226 @@ static void test_alloc_faults(void **state)
 	md_close(md);
 }
 
+/* ---- the disk label ---- */
+
+static void sample_label(struct md_label *l)
+{
+	memset(l, 0, sizeof(*l));
+	l->seq = 0x0102030405060708ull;
+	for (unsigned i = 0; i < 16; i++) {
+		l->volume_uuid[i] = (uint8_t)(0xa0 + i);
+		l->disk_uuid[i] = (uint8_t)(0xd0 + i);
+	}
+	l->size = 0x1112131415161718ull;
+	l->created_unix = 0x7172737475767778ull;
+}
+
+#define LCRC_OFF offsetof(struct tandem_label, crc)
+
+static void test_label_codec(void **state)
+{
+	struct md_label in, out;
+	uint8_t buf[TANDEM_LABEL_SLOT];
+	uint32_t crc;
+	(void)state;
+
+	sample_label(&in);
+	md_label_encode(&in, buf);
+	assert_memory_equal(buf, "TANDLAB1", 8);
+	assert_memory_equal(buf + 8, "\x01\x00\x00\x00", 4);                  /* version */
+	assert_memory_equal(buf + 12, "\x00\x02\x00\x00", 4);                 /* slot size 512 */
+	assert_memory_equal(buf + 16, "\x08\x07\x06\x05\x04\x03\x02\x01", 8); /* seq */
+	assert_int_equal(buf[24], 0xa0);                                      /* volume uuid */
+	assert_int_equal(buf[40], 0xd0);                                      /* disk uuid */
+	assert_memory_equal(buf + 56, "\x18\x17\x16\x15\x14\x13\x12\x11", 8); /* size */
+	memcpy(&crc, buf + LCRC_OFF, 4);
+	assert_int_equal(le32toh(crc), crc32c(0, buf, LCRC_OFF));
+	assert_int_equal(LCRC_OFF, TANDEM_LABEL_SLOT - 4);
+	assert_int_equal(md_label_decode(buf, &out), 0);
+	assert_memory_equal(&in, &out, sizeof(in));
+	/* every flipped byte is caught */
+	for (size_t i = 0; i < TANDEM_LABEL_SLOT; i++) {
+		buf[i] ^= 0x40;
+		assert_int_equal(md_label_decode(buf, &out), -EBADMSG);
+		buf[i] ^= 0x40;
+	}
+	/* a newer version with a valid CRC is not read as this one */
+	buf[8] = 2;
+	crc = htole32(crc32c(0, buf, LCRC_OFF));
+	memcpy(buf + LCRC_OFF, &crc, 4);
+	assert_int_equal(md_label_decode(buf, &out), -EPROTONOSUPPORT);
+	/* nor is a superblock */
+	{
+		struct md_sb sb;
+		uint8_t sbuf[TANDEM_MD_SLOT_SIZE];
+		sample_sb(&sb);
+		md_encode(&sb, sbuf);
+		assert_int_equal(md_label_decode(sbuf, &out), -EBADMSG);
+	}
+}
+
+/* The rules of md_disk_check, one by one. */
+static void test_disk_check(void **state)
+{
+	struct md_sb sb;
+	struct md_label l;
+	(void)state;
+
+	sample_sb(&sb);
+	sample_label(&l);
+	memcpy(l.volume_uuid, sb.volume_uuid, 16);
+	l.size = sb.size;
+	/* older metadata (no disk recorded): no label, or one of this volume */
+	assert_int_equal(md_disk_check(&sb, -ENODATA, NULL), MD_DISK_UNRECORDED);
+	assert_int_equal(md_disk_check(&sb, 0, &l), MD_DISK_UNRECORDED);
+	assert_int_equal(md_disk_check(&sb, -EBADMSG, NULL), MD_DISK_BADLABEL);
+	l.volume_uuid[3] ^= 1;
+	assert_int_equal(md_disk_check(&sb, 0, &l), MD_DISK_FOREIGN);
+	l.volume_uuid[3] ^= 1;
+	/* recorded */
+	memcpy(sb.disk_uuid, l.disk_uuid, 16);
+	sb.label_seq = 10;
+	l.seq = 10;
+	assert_int_equal(md_disk_check(&sb, 0, &l), MD_DISK_OK);
+	l.seq = 11; /* a crash between the label and the superblock */
+	assert_int_equal(md_disk_check(&sb, 0, &l), MD_DISK_OK);
+	l.seq = 9;
+	assert_int_equal(md_disk_check(&sb, 0, &l), MD_DISK_OLDER);
+	l.seq = 12;
+	assert_int_equal(md_disk_check(&sb, 0, &l), MD_DISK_NEWER);
+	l.seq = 10;
+	assert_int_equal(md_disk_check(&sb, -ENODATA, NULL), MD_DISK_NOLABEL);
+	assert_int_equal(md_disk_check(&sb, -EBADMSG, NULL), MD_DISK_BADLABEL);
+	assert_int_equal(md_disk_check(&sb, -EPROTONOSUPPORT, NULL), MD_DISK_BADLABEL);
+	l.disk_uuid[0] ^= 1;
+	assert_int_equal(md_disk_check(&sb, 0, &l), MD_DISK_OTHER);
+	l.disk_uuid[0] ^= 1;
+	l.volume_uuid[15] ^= 1;
+	assert_int_equal(md_disk_check(&sb, 0, &l), MD_DISK_FOREIGN);
+	l.volume_uuid[15] ^= 1;
+	l.size--;
+	assert_int_equal(md_disk_check(&sb, 0, &l), MD_DISK_FOREIGN);
+	for (int id = MD_DISK_OK; id <= MD_DISK_NEWER; id++)
+		assert_string_not_equal(md_disk_id_what((enum md_disk_id)id), "?");
+}
+
+static int fail_label(struct crash_hook *h, const char *what, int fd, const void *buf, size_t len,
+		      uint64_t off)
+{
+	(void)h, (void)fd, (void)buf, (void)len, (void)off;
+	return strcmp(what, "label write") ? 0 : -EIO;
+}
+
+/* A disk labelled, its seq counted at every generation change (label
+ * first), a torn newest slot falling back, a restored copy found older, and
+ * a label that cannot be written leaving the metadata on the seq the disk
+ * holds. */
+static void test_label_file(void **state)
+{
+	struct fixture *f = *state;
+	struct md *md = NULL;
+	struct md_label l, old;
+	struct crash_hook fail = { .point = fail_label };
+	char disk[600];
+	uint8_t area[TANDEM_LABEL_AREA], junk[TANDEM_LABEL_SLOT];
+	uint8_t uuid[16];
+	int fd;
+
+	f->init.size = 1u << 20;
+	assert_int_equal(md_open(f->path, &f->init, &md), 0);
+	snprintf(disk, sizeof(disk), "%s/disk.img", f->dir);
+	assert_int_equal(md_disk_open(md, disk), -ENOENT);
+	fd = open(disk, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, 1 << 20), 0);
+	close(fd);
+	assert_int_equal(md_disk_open(md, disk), 0);
+	assert_int_equal(md_label_read(md, &l), -ENODATA);
+	assert_int_equal(md_disk_check(&md->sb, -ENODATA, NULL), MD_DISK_UNRECORDED);
+
+	/* first label: a new disk uuid, seq 1; the file takes the label area */
+	assert_int_equal(md_label_write(md, true), 0);
+	assert_false(all_zero(md->sb.disk_uuid, 16));
+	assert_int_equal(md->sb.label_seq, 1);
+	assert_int_equal(file_size(disk), (1 << 20) + TANDEM_LABEL_AREA);
+	assert_int_equal(md_write(md), 0); /* no generation change: no bump */
+	assert_int_equal(md_label_read(md, &l), 0);
+	assert_int_equal(l.seq, 1);
+	assert_memory_equal(l.disk_uuid, md->sb.disk_uuid, 16);
+	assert_memory_equal(l.volume_uuid, md->sb.volume_uuid, 16);
+	assert_int_equal(md_disk_check(&md->sb, 0, &l), MD_DISK_OK);
+	memcpy(uuid, md->sb.disk_uuid, 16);
+
+	/* a copy of the disk now, then a generation change: seq 2 */
+	fd = open(disk, O_RDONLY | O_CLOEXEC);
+	assert_int_equal(pread(fd, area, sizeof(area), 1 << 20), (ssize_t)sizeof(area));
+	close(fd);
+	old = l;
+	md->sb.gen_current = 77;
+	assert_int_equal(md_write(md), 0);
+	assert_int_equal(md->sb.label_seq, 2);
+	assert_int_equal(md_label_read(md, &l), 0);
+	assert_int_equal(l.seq, 2);
+	assert_memory_equal(l.disk_uuid, uuid, 16);
+	assert_int_equal(md_write(md), 0); /* same generation: no bump */
+	assert_int_equal(md->sb.label_seq, 2);
+
+	/* a crash after the label, before the superblock: one ahead is fine */
+	assert_int_equal(md_label_write(md, false), 0);
+	md->sb.label_seq = 2; /* what the superblock on disk still says */
+	assert_int_equal(md_label_read(md, &l), 0);
+	assert_int_equal(l.seq, 3);
+	assert_int_equal(md_disk_check(&md->sb, 0, &l), MD_DISK_OK);
+	md->sb.label_seq = 3;
+
+	/* the newest slot torn: the other one is read (older than the record) */
+	garbage(junk, sizeof(junk), 5);
+	corrupt_at(disk, (off_t)((1 << 20) + md->label_slot * TANDEM_LABEL_SLOT), junk,
+		   sizeof(junk));
+	assert_int_equal(md_label_read(md, &l), 0);
+	assert_int_equal(l.seq, 2);
+	assert_int_equal(md_disk_check(&md->sb, 0, &l), MD_DISK_OLDER);
+	/* the next label goes above every seq seen or tried */
+	assert_int_equal(md_label_write(md, false), 0);
+	assert_int_equal(md->sb.label_seq, 4);
+	assert_int_equal(md_label_read(md, &l), 0);
+	assert_int_equal(md_disk_check(&md->sb, 0, &l), MD_DISK_OK);
+
+	/* the copy from before restored: older than the metadata */
+	write_at(disk, 1 << 20, area, sizeof(area));
+	assert_int_equal(md_label_read(md, &l), 0);
+	assert_memory_equal(&l, &old, sizeof(l));
+	assert_int_equal(md_disk_check(&md->sb, 0, &l), MD_DISK_OLDER);
+
+	/* both slots damaged: no valid label, but not an empty area */
+	garbage(area, sizeof(area), 9);
+	write_at(disk, 1 << 20, area, sizeof(area));
+	assert_int_equal(md_label_read(md, &l), -EBADMSG);
+	/* a label that cannot be written: the metadata keeps what it had */
+	md->crash = &fail;
+	md->sb.gen_current = 78;
+	assert_int_equal(md_write(md), 0);
+	assert_int_equal(md->sb.label_seq, 4);
+	assert_int_equal(md_label_write(md, true), -EIO);
+	assert_memory_equal(md->sb.disk_uuid, uuid, 16);
+	md->crash = NULL;
+	/* relabelled as a new disk: another uuid, seq above all before */
+	assert_int_equal(md_label_write(md, true), 0);
+	assert_memory_not_equal(md->sb.disk_uuid, uuid, 16);
+	assert_true(md->sb.label_seq > 4);
+	assert_int_equal(md_label_read(md, &l), 0);
+	assert_int_equal(md_disk_check(&md->sb, 0, &l), MD_DISK_OK);
+	/* what the superblock records survives a reopen */
+	memcpy(uuid, md->sb.disk_uuid, 16);
+	assert_int_equal(md_write(md), 0);
+	md_close(md);
+	md = NULL;
+	assert_int_equal(md_open(f->path, &f->init, &md), 0);
+	assert_memory_equal(md->sb.disk_uuid, uuid, 16);
+	assert_int_equal(md->sb.label_seq, l.seq);
+	md_close(md);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -736,6 +957,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_open_errors, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_short_and_failed_writes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_alloc_faults, setup, teardown),
+		cmocka_unit_test(test_label_codec),
+		cmocka_unit_test(test_disk_check),
+		cmocka_unit_test_setup_teardown(test_label_file, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
