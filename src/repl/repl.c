@@ -180,6 +180,7 @@ int repl_new(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned se
 	list_init(&r->ab_queue);
 	list_init(&r->ab_sent);
 	list_init(&r->ab_wait);
+	list_init(&r->ab_fgdone);
 	ab_reserve(r);
 	r->dial.fd = -1;
 	r->probe.fd = -1;

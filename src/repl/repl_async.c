@@ -48,6 +48,13 @@
  *   A10. The lag is the age of the oldest write the peer lacks, streamed,
  *       queued or marked alike: async-max-lag bounds that, and status
  *       shows it.
+ *   A11. A failed write has one fate (guarantee 7). A streamed write whose
+ *       local part fails, where a failing disk is detached (on-io-error =
+ *       detach), completes with its entry's answer: it succeeds once the
+ *       peer applied it (and the disk here is detached, D1), and fails if
+ *       the peer refused it or the connection went first. So no write
+ *       answered with an error is served later from the peer, short of a
+ *       second failure (the connection lost with the entry on the wire).
  * Never: makes a write wait on the link while the backlog has room and the
  * lag is under its bound. */
 #include "repl_int.h"
@@ -74,6 +81,8 @@ struct abent {
 	uint32_t bytes;   /* data counted in the backlog */
 	bool acked;       /* the peer answered (or the connection is gone) */
 	bool sent;        /* handed to the connection */
+	bool fg_waits;    /* A11: fg's local part failed; it waits for the answer */
+	struct vol_io *fg; /* the front-end write, while both are in flight */
 	struct list link; /* r->ab_queue, then r->ab_sent */
 	uint8_t data[];
 };
@@ -190,12 +199,60 @@ static void ab_tx_done(struct net_tx *tx, int err)
 	ab_put(e);
 }
 
-/* The entry leaves the backlog (acknowledged, or its region marked). */
-static void ab_retire(struct repl *r, struct abent *e)
+/* A11: the peer's answer reaches the front-end write, which completes
+ * with it if it waits for it (from ab_kick_fn: not inside these list
+ * walks). */
+static void ab_answer_fg(struct repl *r, struct abent *e, bool applied)
+{
+	struct vol_io *io = e->fg;
+
+	if (!io)
+		return;
+	e->fg = NULL;
+	io->rep.abe = NULL;
+	io->rep.ab_acked = applied;
+	if (e->fg_waits) {
+		io->rep.peer_ok = applied;
+		list_add_tail(&r->ab_fgdone, &io->rep.wlink);
+		ev_defer(r->ev, &r->ab_kick);
+	}
+}
+
+/* The entry leaves the backlog: the peer applied it, or its region is
+ * marked. */
+static void ab_retire(struct repl *r, struct abent *e, bool applied)
 {
 	list_del(&e->link);
 	r->ab_bytes -= e->bytes;
 	e->acked = true;
+	ab_answer_fg(r, e, applied);
+}
+
+/* A11: io's local part failed (res): true when it waits for its entry's
+ * answer instead of failing now (the caller took a reference for it). */
+bool ab_wait_peer(struct repl *r, struct vol_io *io)
+{
+	struct abent *e = io->rep.abe;
+
+	if (io->rep.ab != AB_STREAMED || (r->cfg->io_error_pass_on && !r->pulling))
+		return false;
+	if (!e) {
+		/* answered already: applied there, or not */
+		io->rep.peer_ok = io->rep.ab_acked;
+		return false;
+	}
+	e->fg_waits = true;
+	return true;
+}
+
+/* The front-end write completes: its entry no longer points at it. */
+void ab_forget(struct vol_io *io)
+{
+	struct abent *e = io->rep.abe;
+
+	if (e)
+		e->fg = NULL;
+	io->rep.abe = NULL;
 }
 
 /* A4: the connection is gone; every entry's region is out of sync. */
@@ -212,7 +269,7 @@ void ab_conn_lost(struct repl *r)
 		}
 		if (!r->ab_behind_ns || e->t_ns < r->ab_behind_ns)
 			r->ab_behind_ns = e->t_ns;
-		ab_retire(r, e);
+		ab_retire(r, e, false);
 		ab_put(e); /* never sent: the send's part */
 		ab_put(e);
 	}
@@ -234,7 +291,7 @@ void ab_lost(struct repl *r, struct vol_io *io)
 	}
 	if (!r->ab_behind_ns || e->t_ns < r->ab_behind_ns)
 		r->ab_behind_ns = e->t_ns;
-	ab_retire(r, e);
+	ab_retire(r, e, false);
 	ab_put(e);
 	ev_defer(r->ev, &r->ab_kick);
 }
@@ -263,13 +320,13 @@ void ab_acked(struct repl *r, struct vol_io *io, int res)
 
 	if (res < 0) {
 		/* R10: the peer failed it; peer_failed marks and resyncs */
-		ab_retire(r, e);
+		ab_retire(r, e, false);
 		peer_failed(r, io, res);
 		ab_put(e);
 	} else {
 		r->ab_acked_bytes += e->bytes;
 		ab_rate(r, e->bytes);
-		ab_retire(r, e);
+		ab_retire(r, e, true);
 		ab_put(e);
 	}
 	if (ab_empty(r))
@@ -388,6 +445,8 @@ static bool ab_queue_io(struct repl *r, struct vol_io *io)
 	e->io.rep.pending = 2; /* the send and the ack (or the loss) */
 	e->t_ns = ev_now(r->ev);
 	e->sn = r->ab_sn++;
+	e->fg = io;
+	io->rep.abe = e;
 	if (data) {
 		memcpy(e->data, io->buf, io->len);
 		e->bytes = (uint32_t)io->len;
@@ -541,6 +600,11 @@ void ab_kick_fn(struct ev_deferred *d)
 {
 	struct repl *r = container_of(d, struct repl, ab_kick);
 
+	while (!list_empty(&r->ab_fgdone)) { /* A11 */
+		struct vol_io *io = container_of(r->ab_fgdone.next, struct vol_io, rep.wlink);
+		list_del(&io->rep.wlink);
+		fg_put(r, io);
+	}
 	ab_pump(r);
 	if (r->rs_start_wait && r->rstate == RR_ESTABLISHED && peer_ready(r))
 		rs_start_live(r); /* A9: tries again to hand the queue on first */

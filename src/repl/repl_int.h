@@ -283,6 +283,7 @@ struct repl {
 	struct list ab_queue;    /* entries not yet handed to the connection */
 	struct list ab_sent;     /* ... handed to it, ack awaited */
 	struct list ab_wait;     /* front-end writes waiting (vol_rep.wlink) */
+	struct list ab_fgdone;   /* A11: writes whose entry answered, to complete (wlink) */
 	uint64_t ab_bytes;       /* data in both lists: the backlog */
 	uint64_t ab_net_bytes;   /* handed to the connection, not yet written */
 	uint64_t ab_share_bytes; /* stream sent since the last resync request (A5) */
@@ -502,6 +503,8 @@ void ab_conn_lost(struct repl *r);
 void ab_mark_busy(struct repl *r, uint64_t *busy);
 void ab_caught_up(struct repl *r);
 bool ab_push(struct repl *r, uint64_t off, uint64_t len);
+bool ab_wait_peer(struct repl *r, struct vol_io *io);
+void ab_forget(struct vol_io *io);
 bool ab_settled(const struct repl *r, uint64_t sn);
 void ab_tick(struct repl *r);
 void ab_status(const struct repl *r, struct repl_status *st);

@@ -72,6 +72,7 @@ bool slot_take(struct repl *r, struct vol_io *io)
 
 static void fg_finish(struct repl *r, struct vol_io *io)
 {
+	ab_forget(io);
 	list_del(&io->rep.link);
 	/* A whole region overwritten on both copies is in sync by definition;
 	 * one that only the peer has is not. */
@@ -145,6 +146,9 @@ void fg_put(struct repl *r, struct vol_io *io)
 static void fg_local_done(struct vol_io *io, int res)
 {
 	io->rep.lres = res;
+	/* A11: a streamed write that failed here takes its entry's fate */
+	if (res && ab_wait_peer(io->vol->repl, io))
+		io->rep.pending++;
 	fg_put(io->vol->repl, io);
 }
 
@@ -239,8 +243,8 @@ static void fg_go(struct repl *r, struct vol_io *io)
 	io->rep.pending = 1;
 	/* D1: with no disk of its own (or one being filled), an async primary
 	 * writes through its peer synchronously once the stream is empty; a
-	 * write behind the stream stays in it (order) and fails here with the
-	 * local part, as it would have without the peer */
+	 * write behind the stream stays in it (order), and its failed local
+	 * part makes it wait for the peer's answer, which decides (A11) */
 	if (stream && repl_need_peer(r) && ab_empty(r) && list_empty(&r->ab_wait))
 		stream = false;
 	if (stream && r->v->role == VOL_PRIMARY && !ab_submit(r, io, false))

@@ -224,6 +224,8 @@ struct vol_rep {
 	bool stale;             /* resync read overtaken by a foreground write */
 	bool bg;                /* K_READ: a fill's own read (repl_pull.c), not a client's */
 	uint8_t ab;             /* async: 0 not seen by the stream, 1 streamed, 2 marked */
+	bool ab_acked;          /* async: the peer applied its stream entry */
+	void *abe;              /* async: its stream entry, until the peer answers */
 	struct list wlink;      /* async: waiting for room in the stream */
 	int lres;               /* local result */
 	void *zbuf;             /* the compressed payload being sent; NULL none */
