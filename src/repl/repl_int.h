@@ -240,6 +240,7 @@ struct repl {
 	bool w_claim_force;      /* the admin claim is `primary --force`'s */
 	int w_claim_result;      /* an admin claim: 0 none yet, -errno failed */
 	char w_claim_msg[160];
+	bool admin_grant;        /* N8a: an admin claim granted, not yet promoted (admin_finish) */
 	char w_primary[WIT_NAME_LEN]; /* the record's primary as last heard */
 	bool w_heard;                 /* ... heard at all on this session */
 	uint64_t w_heard_min_seq;     /* ... from answers to this seq or later (Q5) */
@@ -375,6 +376,9 @@ void quorum_yield(struct repl *r, const char *primary, const char *why);
 int promote_check(const struct repl *r, bool force, char *msg, size_t len);
 /* The common end of a promotion (admin, claim granted): 0 or -errno. */
 int promote_now(struct repl *r, char *msg, size_t len);
+int promote_forced_prepare(struct repl *r, char *msg, size_t len);
+/* repl_quorum.c: finishes an admin claim the witness granted (N8a) */
+int admin_finish(struct repl *r, char *msg, size_t len);
 
 /* repl_lease.c: the lease of a primary (docs/WITNESS.md L1-L6) */
 void lease_init(struct repl *r);
@@ -491,6 +495,7 @@ void cp_drop(struct repl *r);
 void cp_load(struct repl *r);
 void cp_tick(struct repl *r);
 int cp_restore(struct repl *r, char *msg, size_t len);
+int cp_check(const struct repl *r, char *msg, size_t len);
 
 /* repl_apply.c: the secondary's apply path and its batched acks */
 void ack_flush_fn(struct ev_deferred *d);

@@ -36,6 +36,9 @@
  *   Q7. w_named (the witness's lease source, repl_lease.c L2) is true only
  *       after an `ok` answer on this session naming this node, and is
  *       cleared by a new session, a release, or any answer naming another.
+ *   Q9. (N8a) An admin claim changes nothing on the node before its grant:
+ *       what --force changes (promote_forced_prepare) runs in admin_finish,
+ *       from the grant on; a forced grant that cannot be served is released.
  * Never: promotes a node whose disk is inconsistent or failed; acts on the
  * witness's word without its proof (wit_client checks it). */
 #include "repl_int.h"
@@ -493,28 +496,66 @@ static void on_verdict(void *ctx, uint16_t type, const struct wit_verdict *v)
 		vol_set_disk(r->v, VOL_OUTDATED);
 }
 
-/* The witness granted an admin claim: repl_promote's checks again (they
- * held when the claim was sent), then the promotion. The polled command
- * sees the role, or the error in w_claim_result. */
+/* The witness granted an admin claim (N8a): from here on the record names
+ * this node, and only now does a forced promotion change anything
+ * (promote_forced_prepare): a refused claim left the node as it was. */
 static void admin_granted(struct repl *r)
 {
+	char msg[200] = "";
+
+	if (r->v->role == VOL_PRIMARY || r->shutting_down)
+		return;
+	r->admin_grant = true;
+	r->w_claim_result = 0;
+	admin_finish(r, msg, sizeof(msg));
+}
+
+/* repl_promote's checks again (they held when the claim was sent), what
+ * --force changes, then the promotion: from the grant, from each tick and
+ * from the polled command, until it is done or has failed. The command sees
+ * the role, or the error in w_claim_result. A forced grant that cannot be
+ * served (the kept image cannot be restored, the disk failed meanwhile)
+ * is released (W2): the record names this node with its generation and
+ * synced = false, so while its session lives no other node could be
+ * granted the volume without --force (N13), and it must not serve a
+ * torn image either. */
+int admin_finish(struct repl *r, char *msg, size_t len)
+{
 	struct vol *v = r->v;
-	char msg[160] = "";
+	bool force = r->w_claim_force;
 	int rc;
 
-	if (v->role == VOL_PRIMARY || r->shutting_down)
-		return;
-	/* without force: a forced claim declared the disk up to date already */
-	rc = promote_check(r, false, msg, sizeof(msg));
-	if (!rc)
-		rc = promote_now(r, msg, sizeof(msg));
-	if (rc) {
-		r->w_claim_result = rc;
-		snprintf(r->w_claim_msg, sizeof(r->w_claim_msg), "%s", msg);
-		log_warn("volume %s: the witness agreed, but not promoted: %s", v->name, msg);
-		return;
+	if (!r->admin_grant)
+		return v->role == VOL_PRIMARY ? 0 : -EAGAIN;
+	if (v->role == VOL_PRIMARY) {
+		r->admin_grant = false;
+		return 0;
 	}
-	log_info("volume %s: the witness agrees: promoted by hand", v->name);
+	rc = r->shutting_down ? -ESHUTDOWN : promote_check(r, force, msg, len);
+	if (rc == -ESHUTDOWN)
+		snprintf(msg, len, "volume %s: this node is shutting down", v->name);
+	if (!rc && force)
+		rc = promote_forced_prepare(r, msg, len);
+	if (rc == -EAGAIN)
+		return rc;
+	if (!rc)
+		rc = promote_now(r, msg, len);
+	r->admin_grant = false;
+	if (!rc) {
+		log_info("volume %s: the witness agrees: promoted by hand", v->name);
+		return 0;
+	}
+	r->w_claim_result = rc;
+	snprintf(r->w_claim_msg, sizeof(r->w_claim_msg), "%s", msg);
+	log_warn("volume %s: the witness agreed, but not promoted: %s", v->name, msg);
+	if (force && v->role == VOL_SECONDARY && !r->shutting_down) {
+		log_warn("volume %s: releasing the witness record granted to this node: it "
+			 "cannot serve",
+			 v->name);
+		r->w_release = true;
+		quorum_kick(r);
+	}
+	return rc;
 }
 
 static const struct wit_vol_ops quorum_wit_ops = { .session = on_session, .verdict = on_verdict };
@@ -528,6 +569,10 @@ static void quorum_tick(struct ev_timer *t)
 
 	if (r->shutting_down)
 		return;
+	if (r->admin_grant) { /* N8a: a forced grant waiting for the resync to stop */
+		char msg[200] = "";
+		admin_finish(r, msg, sizeof(msg));
+	}
 	if (q != r->quorum) {
 		r->quorum = q;
 		vol_event(r->v, "quorum", q ? "false" : "true", q ? "true" : "false", NULL);
