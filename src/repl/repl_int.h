@@ -241,6 +241,7 @@ struct repl {
 	int w_claim_result;      /* an admin claim: 0 none yet, -errno failed */
 	char w_claim_msg[160];
 	bool admin_grant;        /* N8a: an admin claim granted, not yet promoted (admin_finish) */
+	uint64_t w_rec_gen;      /* the record's generation as last heard (N13) */
 	char w_primary[WIT_NAME_LEN]; /* the record's primary as last heard */
 	bool w_heard;                 /* ... heard at all on this session */
 	uint64_t w_heard_min_seq;     /* ... from answers to this seq or later (Q5) */

@@ -39,6 +39,8 @@
  *   Q9. (N8a) An admin claim changes nothing on the node before its grant:
  *       what --force changes (promote_forced_prepare) runs in admin_finish,
  *       from the grant on; a forced grant that cannot be served is released.
+ *   Q10. (N13) A secondary named without the recorded generation, in sync
+ *       with its connected peer, releases the record (release_unheld).
  * Never: promotes a node whose disk is inconsistent or failed; acts on the
  * witness's word without its proof (wit_client checks it). */
 #include "repl_int.h"
@@ -206,12 +208,56 @@ static bool may_claim(const struct repl *r)
 	       r->rstate != RR_SYNCTARGET && !r->admin_down && !r->shutting_down;
 }
 
+/* Whether this node holds the record's generation as last heard, as the
+ * witness judges it (wit_rec.c holds_gen) on what make_msg sends. */
+static bool holds_rec_gen(const struct repl *r)
+{
+	struct wit_vol_msg m;
+
+	if (r->w_rec_gen <= GEN_EMPTY)
+		return true;
+	make_msg(r, &m, 0);
+	if (m.gen == r->w_rec_gen)
+		return true;
+	for (unsigned i = 0; i < WIT_HISTORY; i++)
+		if (m.history[i] == r->w_rec_gen)
+			return true;
+	return false;
+}
+
+/* N13: the record names this node, a secondary, with a generation it does
+ * not hold (its disk was emptied or replaced since), and its peer is
+ * connected and in sync with it, so the resync that could bring that
+ * generation is over and neither node holds it. This node cannot take the
+ * volume (W3: named, but without the data), and while its session lives
+ * no other node may be granted it (W3.2): it releases the record (W2; the
+ * witness keeps the recorded generation, which this node does not hold),
+ * so that an operator's `primary --force` on the peer can be granted. */
+static void release_unheld(struct repl *r)
+{
+	char extra[120];
+
+	if (!named_self(r) || r->w_release || r->admin_grant || r->v->role != VOL_SECONDARY ||
+	    !peer_connected(r) || r->rstate != RR_ESTABLISHED || holds_rec_gen(r))
+		return;
+	log_warn("volume %s: the witness names this node primary with generation %016llx, "
+		 "which it does not hold (its data was replaced since, now %016llx, as %s's): "
+		 "releasing the record so that another node can be made primary",
+		 r->v->name, (unsigned long long)r->w_rec_gen,
+		 (unsigned long long)sb(r)->gen_current, peer_name(r));
+	snprintf(extra, sizeof(extra), "\"reason\":\"record generation %016llx not held\"",
+		 (unsigned long long)r->w_rec_gen);
+	vol_event(r->v, "witness-release", "named", "released", extra);
+	r->w_release = true;
+}
+
 void quorum_kick(struct repl *r)
 {
 	uint64_t now;
 
 	if (!r->wc || !r->w_up || r->shutting_down)
 		return;
+	release_unheld(r);
 	send_report(r);
 	now = ev_now(r->ev);
 	/* Only while the record names a primary (another node that may be
@@ -402,6 +448,7 @@ static void on_verdict(void *ctx, uint16_t type, const struct wit_verdict *v)
 
 	if (v->seq >= r->w_heard_min_seq) {
 		snprintf(r->w_primary, sizeof(r->w_primary), "%s", v->primary);
+		r->w_rec_gen = v->gen;
 		r->w_heard = true;
 	}
 	/* L2: the witness answers on this session with the record naming this
