@@ -370,9 +370,10 @@ int main(int argc, char **argv)
 				return 1;
 			if (r < 0 && r != -ECONNREFUSED && r != -ENOENT)
 				break;
-			if (timeout >= 0 && (double)(t.tv_sec - t0.tv_sec) +
-							    (double)(t.tv_nsec - t0.tv_nsec) / 1e9 >=
-						    timeout) {
+			if (timeout >= 0 &&
+			    (double)(t.tv_sec - t0.tv_sec) +
+					    (double)(t.tv_nsec - t0.tv_nsec) / 1e9 >=
+				    timeout) {
 				if (r > 0)
 					call(sock, line, 0);
 				fprintf(stderr, "tandemctl: timed out\n");
@@ -384,8 +385,9 @@ int main(int argc, char **argv)
 		r = call(sock, line, 0);
 	}
 	if (r < 0) {
-		fprintf(stderr, "tandemctl: cannot reach the node at %s: %s (is tandemd running?)\n",
-			sock, strerror(-r));
+		fprintf(stderr,
+			"tandemctl: cannot reach the node at %s: %s (is tandemd running?)\n", sock,
+			strerror(-r));
 		return 1;
 	}
 	return r ? 1 : 0;

@@ -135,15 +135,12 @@ static void test_claim_rules(void **st)
 		/* then a node holding 0x100 is granted, by hand; another only
 		 * with --force */
 		c = vmsg(WIT_F_ADMIN, 0x100);
-		assert_int_equal(wit_rec_claim(&keep, "b", &c, false, false, &reason),
-				 WIT_GRANT);
+		assert_int_equal(wit_rec_claim(&keep, "b", &c, false, false, &reason), WIT_GRANT);
 		c = vmsg(WIT_F_ADMIN, 0x1);
-		assert_int_equal(wit_rec_claim(&keep, "b", &c, false, false, &reason),
-				 WIT_DENY);
+		assert_int_equal(wit_rec_claim(&keep, "b", &c, false, false, &reason), WIT_DENY);
 		assert_int_equal(reason, WIT_OLDER_DATA);
 		c.flags |= WIT_F_FORCE;
-		assert_int_equal(wit_rec_claim(&keep, "b", &c, false, false, &reason),
-				 WIT_GRANT);
+		assert_int_equal(wit_rec_claim(&keep, "b", &c, false, false, &reason), WIT_GRANT);
 	}
 	/* W2: a's release (it wrote alone, at 0x400, branched from 0x100)
 	 * leaves gen 0x400; only a node holding it may take the volume, by
