@@ -253,8 +253,10 @@ static int call(const char *path, const char *line, int quiet)
 	if (strcmp(buf, CTL_REPLY_OK) == 0) {
 		status = 0;
 	} else if (strncmp(buf, CTL_REPLY_ERROR " ", strlen(CTL_REPLY_ERROR) + 1) == 0) {
-		if (!quiet)
-			fprintf(stderr, "tandemctl: %s\n", buf + strlen(CTL_REPLY_ERROR) + 1);
+		/* (even when quiet: a polled command's refusal is said once,
+		 * by the call that got it; asking again would repeat the
+		 * command, e.g. send `primary --force` to the witness anew) */
+		fprintf(stderr, "tandemctl: %s\n", buf + strlen(CTL_REPLY_ERROR) + 1);
 		status = 1;
 	} else if (strncmp(buf, CTL_REPLY_WAIT " ", strlen(CTL_REPLY_WAIT) + 1) == 0) {
 		if (!quiet)
@@ -365,15 +367,14 @@ int main(int argc, char **argv)
 				return 0;
 			clock_gettime(CLOCK_MONOTONIC, &t);
 			/* Retry only "not yet" and a node that is (re)starting. */
-			if (r == 1) {
-				call(sock, line, 0);
+			if (r == 1)
 				return 1;
-			}
 			if (r < 0 && r != -ECONNREFUSED && r != -ENOENT)
 				break;
-			if (timeout >= 0 && (double)(t.tv_sec - t0.tv_sec) +
-							    (double)(t.tv_nsec - t0.tv_nsec) / 1e9 >=
-						    timeout) {
+			if (timeout >= 0 &&
+			    (double)(t.tv_sec - t0.tv_sec) +
+					    (double)(t.tv_nsec - t0.tv_nsec) / 1e9 >=
+				    timeout) {
 				if (r > 0)
 					call(sock, line, 0);
 				fprintf(stderr, "tandemctl: timed out\n");
@@ -385,8 +386,9 @@ int main(int argc, char **argv)
 		r = call(sock, line, 0);
 	}
 	if (r < 0) {
-		fprintf(stderr, "tandemctl: cannot reach the node at %s: %s (is tandemd running?)\n",
-			sock, strerror(-r));
+		fprintf(stderr,
+			"tandemctl: cannot reach the node at %s: %s (is tandemd running?)\n", sock,
+			strerror(-r));
 		return 1;
 	}
 	return r ? 1 : 0;

@@ -48,23 +48,19 @@ int promote_check(const struct repl *r, bool force, char *msg, size_t len)
 	return 0;
 }
 
-int repl_promote(struct repl *r, bool force, char *msg, size_t len)
+/* What a forced promotion changes before the role: the resync stopped, the
+ * kept consistent image restored (repl_cp.c), the disk declared up to date.
+ * Irreversible, so with a witness it runs only after the grant (N8a):
+ * a refused claim leaves the node as it was. 0 done, -EAGAIN not yet (the
+ * resync's connection or writes are still going), -errno with msg. */
+int promote_forced_prepare(struct repl *r, char *msg, size_t len)
 {
 	struct vol *v = r->v;
 	int rc;
 
-	if (handshaking(r))
-		return -EAGAIN;
-	if (v->role == VOL_PRIMARY) {
-		v->demoting = false;
-		return 0;
-	}
-	rc = promote_check(r, force, msg, len);
-	if (rc)
-		return rc;
 	if (v->disk == VOL_INCONSISTENT && r->cp_have) {
-		/* a resync was under way: start from the image kept before it
-		 * (repl_cp.c), once the resync's writes are done */
+		/* a resync was under way: start from the image kept before it,
+		 * once the resync's writes are done */
 		if (r->conn)
 			conn_abort(r->conn);
 		if (r->conn || v->inflight) {
@@ -83,10 +79,41 @@ int repl_promote(struct repl *r, bool force, char *msg, size_t len)
 			conn_abort(r->conn);
 		vol_set_disk(v, VOL_UPTODATE);
 	}
+	return 0;
+}
+
+int repl_promote(struct repl *r, bool force, char *msg, size_t len)
+{
+	struct vol *v = r->v;
+	int rc;
+
+	if (v->role == VOL_PRIMARY) {
+		v->demoting = false;
+		return 0;
+	}
+	if (r->admin_grant) { /* granted; finishing in admin_finish (N8a) */
+		rc = admin_finish(r, msg, len);
+		if (rc && rc != -EAGAIN)
+			r->w_claim_result = 0; /* told here */
+		return rc;
+	}
+	if (handshaking(r))
+		return -EAGAIN;
+	rc = promote_check(r, force, msg, len);
+	if (rc)
+		return rc;
+	/* Whatever can fail is checked before anything changes: the kept
+	 * image that a forced promotion would restore is still there. */
+	if (force && v->disk == VOL_INCONSISTENT && r->cp_have) {
+		rc = cp_check(r, msg, len);
+		if (rc)
+			return rc;
+	}
 	if (r->wc) {
-		/* N8: through the witness, so that never two primaries write. */
-		/* A grant promotes in on_verdict (admin_granted): the role
-		 * above says it. */
+		/* N8: through the witness, so that never two primaries write.
+		 * N8a: nothing changes here before the grant: a grant promotes
+		 * in on_verdict (admin_granted, which also does what --force
+		 * changes), a denial leaves the node as it was. */
 		if (r->w_claim_result < 0) {
 			rc = r->w_claim_result;
 			r->w_claim_result = 0;
@@ -102,6 +129,12 @@ int repl_promote(struct repl *r, bool force, char *msg, size_t len)
 		snprintf(msg, len, "%s",
 			 r->w_up ? "waiting for the witness" : "no session with the witness");
 		return -EAGAIN;
+	}
+	/* no witness, no one to ask: the same order, checks first */
+	if (force) {
+		rc = promote_forced_prepare(r, msg, len);
+		if (rc)
+			return rc;
 	}
 	return promote_now(r, msg, len);
 }

@@ -163,6 +163,22 @@ void cp_tick(struct repl *r)
 		r->cp_why[0] = 0;
 }
 
+/* Before a forced promotion changes anything (or asks the witness): the
+ * kept copy is still there to be restored. 0, or -errno with msg. */
+int cp_check(const struct repl *r, char *msg, size_t len)
+{
+	char copy[CFG_PATH_MAX + 64], info[CFG_PATH_MAX + 64];
+	int e;
+
+	cp_paths(r, copy, sizeof(copy), info, sizeof(info));
+	if (access(copy, R_OK | W_OK) == 0)
+		return 0;
+	e = errno;
+	snprintf(msg, len, "the kept consistent image %s cannot be restored: %s", copy,
+		 strerror(e));
+	return -e;
+}
+
 /* primary --force on a disk being resynced: the kept copy becomes the
  * data. Its regions that the resync had already brought are older again,
  * and what the peer may hold differs anywhere: every region is marked, so

@@ -507,6 +507,18 @@ static int run_state(struct rconn *c, const struct repl_msg *m)
 		gen_branch(r);
 	}
 	r->peer = m->u.state;
+	if (r->rstate == RR_ESTABLISHED && r->v->disk == VOL_OUTDATED &&
+	    r->peer.role == REPL_ROLE_PRIMARY && r->peer.disk == VOL_UPTODATE &&
+	    r->peer.gen_current == sb(r)->gen_current && !r->peer.oos_bits &&
+	    !bm_oos_count(r->bm)) {
+		/* R13: in sync with a primary that holds the same generation
+		 * (made primary, --force, over a copy equal to this one): this
+		 * copy is as current as it, as a handshake would find (GEN_EQUAL) */
+		log_info("volume %s: in sync with %s, primary with the same data: this copy is up "
+			 "to date",
+			 r->v->name, c->peer_node);
+		vol_set_disk(r->v, VOL_UPTODATE);
+	}
 	if (vol_disk_gone(r->peer.disk) && (r->rstate == RR_SYNCSOURCE || !ab_empty(r))) {
 		/* F1: its disk failed during the resync, or with the async
 		 * stream holding writes for it: start over (the stream turns

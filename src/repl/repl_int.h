@@ -147,7 +147,7 @@ struct repl {
 	bool admin_down, shutting_down;
 	struct rconn *conn;
 	/* dialing */
-	struct net_dial dial; /* dial.busy: a connect is in progress */
+	struct net_dial dial;    /* dial.busy: a connect is in progress */
 	struct net_tls_ctx *tls; /* tls = on: the dialed connection's TLS */
 	struct ev_timer retry;
 	unsigned backoff_ms;
@@ -243,6 +243,8 @@ struct repl {
 	bool w_claim_force;      /* the admin claim is `primary --force`'s */
 	int w_claim_result;      /* an admin claim: 0 none yet, -errno failed */
 	char w_claim_msg[160];
+	bool admin_grant;   /* N8a: an admin claim granted, not yet promoted (admin_finish) */
+	uint64_t w_rec_gen; /* the record's generation as last heard (N13) */
 	char w_primary[WIT_NAME_LEN]; /* the record's primary as last heard */
 	bool w_heard;                 /* ... heard at all on this session */
 	uint64_t w_heard_min_seq;     /* ... from answers to this seq or later (Q5) */
@@ -253,17 +255,17 @@ struct repl {
 	unsigned nheld;
 	struct ev_timer q_timer;
 	/* planned switchover (repl_switchover, msg_switch) */
-	uint8_t sw_step;          /* asked by the peer: REPL_SW_DEMOTE | REPL_SW_PROMOTE; 0 none */
-	uint8_t sw_sent;          /* what this node asked of the peer; 0 nothing */
-	uint8_t sw_target;        /* a switchover without a node named: 1 this node, 2 the peer */
-	bool handing_over;        /* H1: on-disk-failure = handover under way */
-	bool handover_owed;       /* H2: stepped down for it; the peer has not taken over */
-	uint64_t handover_t0;     /* ... since */
+	uint8_t sw_step;      /* asked by the peer: REPL_SW_DEMOTE | REPL_SW_PROMOTE; 0 none */
+	uint8_t sw_sent;      /* what this node asked of the peer; 0 nothing */
+	uint8_t sw_target;    /* a switchover without a node named: 1 this node, 2 the peer */
+	bool handing_over;    /* H1: on-disk-failure = handover under way */
+	bool handover_owed;   /* H2: stepped down for it; the peer has not taken over */
+	uint64_t handover_t0; /* ... since */
 	uint64_t handover_retry_ns; /* ... not tried again before this */
-	uint64_t sw_t0;           /* ... decided then (a later command decides again) */
-	uint64_t sw_done_ns;      /* when the peer took over as this node asked (the
+	uint64_t sw_t0;             /* ... decided then (a later command decides again) */
+	uint64_t sw_done_ns;        /* when the peer took over as this node asked (the
 				link may drop right after: tandemctl still hears of it) */
-	struct ev_timer sw_timer; /* polls the asked step */
+	struct ev_timer sw_timer;   /* polls the asked step */
 	/* the lease (repl_lease.c, docs/WITNESS.md L1-L6); times CLOCK_BOOTTIME */
 	uint64_t lease_dur_ns;
 	uint64_t lease_peer_end;         /* from the peer's PONGs (L2) */
@@ -298,12 +300,12 @@ struct repl {
 	/* a disk attached to this primary, brought up to date by reading
 	 * from the peer (repl_pull.c, P1-P4) */
 	bool pulling, pull_flushing, pull_paused;
-	bool peer_only;         /* since the disk failed (or a fill began), some write's only copy
+	bool peer_only;           /* since the disk failed (or a fill began), some write's only copy
 			  went to the peer: the old disk alone is not complete */
 	unsigned peer_only_fails; /* ... the v->disk_fails it was set under (P7) */
-	bool pull_resync;       /* P6: stopped by a demotion; a resync is to fill the disk */
-	unsigned pull_fg_reads; /* client reads through the peer in flight (the controller's) */
-	int pull_err;           /* a piece failed in this pass */
+	bool pull_resync;         /* P6: stopped by a demotion; a resync is to fill the disk */
+	unsigned pull_fg_reads;   /* client reads through the peer in flight (the controller's) */
+	int pull_err;             /* a piece failed in this pass */
 	unsigned pull_inflight;
 	uint64_t pull_cursor; /* the next bitmap chunk to look at */
 	uint64_t pull_bytes, pull_total;
@@ -346,7 +348,7 @@ struct repl_server {
 	struct vol *vols[CFG_MAX_VOLUMES];
 	unsigned nvols;
 	struct repl_linkcap links[CFG_MAX_NODES]; /* by peer node */
-	struct net_tls_ctx *tls; /* tls = on: every accepted connection's TLS */
+	struct net_tls_ctx *tls;                  /* tls = on: every accepted connection's TLS */
 };
 
 /* Message handlers (msg_*, named in the message table in repl_conn.c):
@@ -383,6 +385,9 @@ void quorum_yield(struct repl *r, const char *primary, const char *why);
 int promote_check(const struct repl *r, bool force, char *msg, size_t len);
 /* The common end of a promotion (admin, claim granted): 0 or -errno. */
 int promote_now(struct repl *r, char *msg, size_t len);
+int promote_forced_prepare(struct repl *r, char *msg, size_t len);
+/* repl_quorum.c: finishes an admin claim the witness granted (N8a) */
+int admin_finish(struct repl *r, char *msg, size_t len);
 
 /* repl_lease.c: the lease of a primary (docs/WITNESS.md L1-L6) */
 void lease_init(struct repl *r);
@@ -516,6 +521,7 @@ void cp_drop(struct repl *r);
 void cp_load(struct repl *r);
 void cp_tick(struct repl *r);
 int cp_restore(struct repl *r, char *msg, size_t len);
+int cp_check(const struct repl *r, char *msg, size_t len);
 
 /* repl_apply.c: the secondary's apply path and its batched acks */
 void ack_flush_fn(struct ev_deferred *d);

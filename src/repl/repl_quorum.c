@@ -36,6 +36,11 @@
  *   Q7. w_named (the witness's lease source, repl_lease.c L2) is true only
  *       after an `ok` answer on this session naming this node, and is
  *       cleared by a new session, a release, or any answer naming another.
+ *   Q9. (N8a) An admin claim changes nothing on the node before its grant:
+ *       what --force changes (promote_forced_prepare) runs in admin_finish,
+ *       from the grant on; a forced grant that cannot be served is released.
+ *   Q10. (N13) A secondary named without the recorded generation, in sync
+ *       with its connected peer, releases the record (release_unheld).
  * Never: promotes a node whose disk is inconsistent or failed; acts on the
  * witness's word without its proof (wit_client checks it). */
 #include "repl_int.h"
@@ -203,12 +208,56 @@ static bool may_claim(const struct repl *r)
 	       r->rstate != RR_SYNCTARGET && !r->admin_down && !r->shutting_down;
 }
 
+/* Whether this node holds the record's generation as last heard, as the
+ * witness judges it (wit_rec.c holds_gen) on what make_msg sends. */
+static bool holds_rec_gen(const struct repl *r)
+{
+	struct wit_vol_msg m;
+
+	if (r->w_rec_gen <= GEN_EMPTY)
+		return true;
+	make_msg(r, &m, 0);
+	if (m.gen == r->w_rec_gen)
+		return true;
+	for (unsigned i = 0; i < WIT_HISTORY; i++)
+		if (m.history[i] == r->w_rec_gen)
+			return true;
+	return false;
+}
+
+/* N13: the record names this node, a secondary, with a generation it does
+ * not hold (its disk was emptied or replaced since), and its peer is
+ * connected and in sync with it, so the resync that could bring that
+ * generation is over and neither node holds it. This node cannot take the
+ * volume (W3: named, but without the data), and while its session lives
+ * no other node may be granted it (W3.2): it releases the record (W2; the
+ * witness keeps the recorded generation, which this node does not hold),
+ * so that an operator's `primary --force` on the peer can be granted. */
+static void release_unheld(struct repl *r)
+{
+	char extra[120];
+
+	if (!named_self(r) || r->w_release || r->admin_grant || r->v->role != VOL_SECONDARY ||
+	    !peer_connected(r) || r->rstate != RR_ESTABLISHED || holds_rec_gen(r))
+		return;
+	log_warn("volume %s: the witness names this node primary with generation %016llx, "
+		 "which it does not hold (its data was replaced since, now %016llx, as %s's): "
+		 "releasing the record so that another node can be made primary",
+		 r->v->name, (unsigned long long)r->w_rec_gen,
+		 (unsigned long long)sb(r)->gen_current, peer_name(r));
+	snprintf(extra, sizeof(extra), "\"reason\":\"record generation %016llx not held\"",
+		 (unsigned long long)r->w_rec_gen);
+	vol_event(r->v, "witness-release", "named", "released", extra);
+	r->w_release = true;
+}
+
 void quorum_kick(struct repl *r)
 {
 	uint64_t now;
 
 	if (!r->wc || !r->w_up || r->shutting_down)
 		return;
+	release_unheld(r);
 	send_report(r);
 	now = ev_now(r->ev);
 	/* Only while the record names a primary (another node that may be
@@ -399,6 +448,7 @@ static void on_verdict(void *ctx, uint16_t type, const struct wit_verdict *v)
 
 	if (v->seq >= r->w_heard_min_seq) {
 		snprintf(r->w_primary, sizeof(r->w_primary), "%s", v->primary);
+		r->w_rec_gen = v->gen;
 		r->w_heard = true;
 	}
 	/* L2: the witness answers on this session with the record naming this
@@ -493,28 +543,66 @@ static void on_verdict(void *ctx, uint16_t type, const struct wit_verdict *v)
 		vol_set_disk(r->v, VOL_OUTDATED);
 }
 
-/* The witness granted an admin claim: repl_promote's checks again (they
- * held when the claim was sent), then the promotion. The polled command
- * sees the role, or the error in w_claim_result. */
+/* The witness granted an admin claim (N8a): from here on the record names
+ * this node, and only now does a forced promotion change anything
+ * (promote_forced_prepare): a refused claim left the node as it was. */
 static void admin_granted(struct repl *r)
 {
+	char msg[200] = "";
+
+	if (r->v->role == VOL_PRIMARY || r->shutting_down)
+		return;
+	r->admin_grant = true;
+	r->w_claim_result = 0;
+	admin_finish(r, msg, sizeof(msg));
+}
+
+/* repl_promote's checks again (they held when the claim was sent), what
+ * --force changes, then the promotion: from the grant, from each tick and
+ * from the polled command, until it is done or has failed. The command sees
+ * the role, or the error in w_claim_result. A forced grant that cannot be
+ * served (the kept image cannot be restored, the disk failed meanwhile)
+ * is released (W2): the record names this node with its generation and
+ * synced = false, so while its session lives no other node could be
+ * granted the volume without --force (N13), and it must not serve a
+ * torn image either. */
+int admin_finish(struct repl *r, char *msg, size_t len)
+{
 	struct vol *v = r->v;
-	char msg[160] = "";
+	bool force = r->w_claim_force;
 	int rc;
 
-	if (v->role == VOL_PRIMARY || r->shutting_down)
-		return;
-	/* without force: a forced claim declared the disk up to date already */
-	rc = promote_check(r, false, msg, sizeof(msg));
-	if (!rc)
-		rc = promote_now(r, msg, sizeof(msg));
-	if (rc) {
-		r->w_claim_result = rc;
-		snprintf(r->w_claim_msg, sizeof(r->w_claim_msg), "%s", msg);
-		log_warn("volume %s: the witness agreed, but not promoted: %s", v->name, msg);
-		return;
+	if (!r->admin_grant)
+		return v->role == VOL_PRIMARY ? 0 : -EAGAIN;
+	if (v->role == VOL_PRIMARY) {
+		r->admin_grant = false;
+		return 0;
 	}
-	log_info("volume %s: the witness agrees: promoted by hand", v->name);
+	rc = r->shutting_down ? -ESHUTDOWN : promote_check(r, force, msg, len);
+	if (rc == -ESHUTDOWN)
+		snprintf(msg, len, "volume %s: this node is shutting down", v->name);
+	if (!rc && force)
+		rc = promote_forced_prepare(r, msg, len);
+	if (rc == -EAGAIN)
+		return rc;
+	if (!rc)
+		rc = promote_now(r, msg, len);
+	r->admin_grant = false;
+	if (!rc) {
+		log_info("volume %s: the witness agrees: promoted by hand", v->name);
+		return 0;
+	}
+	r->w_claim_result = rc;
+	snprintf(r->w_claim_msg, sizeof(r->w_claim_msg), "%s", msg);
+	log_warn("volume %s: the witness agreed, but not promoted: %s", v->name, msg);
+	if (force && v->role == VOL_SECONDARY && !r->shutting_down) {
+		log_warn("volume %s: releasing the witness record granted to this node: it "
+			 "cannot serve",
+			 v->name);
+		r->w_release = true;
+		quorum_kick(r);
+	}
+	return rc;
 }
 
 static const struct wit_vol_ops quorum_wit_ops = { .session = on_session, .verdict = on_verdict };
@@ -528,6 +616,10 @@ static void quorum_tick(struct ev_timer *t)
 
 	if (r->shutting_down)
 		return;
+	if (r->admin_grant) { /* N8a: a forced grant waiting for the resync to stop */
+		char msg[200] = "";
+		admin_finish(r, msg, sizeof(msg));
+	}
 	if (q != r->quorum) {
 		r->quorum = q;
 		vol_event(r->v, "quorum", q ? "false" : "true", q ? "true" : "false", NULL);

@@ -68,7 +68,12 @@ uint32_t wit_rec_report(struct wit_rec *r, const char *node, const struct wit_vo
 		 * acknowledged is in it: a demotion waits for the writes in
 		 * flight). */
 		memset(r->primary, 0, sizeof(r->primary));
-		r->gen = m->gen;
+		/* W5: a named node whose data was replaced since releases too
+		 * (it cannot serve); what it leaves is not the recorded data,
+		 * so the generation stays: only a node holding it, or a
+		 * --force, is granted the record now (W3.1). */
+		if (holds_gen(m, r->gen))
+			r->gen = m->gen;
 		r->epoch++;
 		*changed = true;
 	}

@@ -241,6 +241,12 @@ static void on_report(struct wsess *s, const struct wit_vol_msg *m)
 	r = &s->cl->recs[i];
 	old = *r;
 	res = wit_rec_report(r, s->name, m, &changed);
+	if (changed && !r->primary[0] && old.primary[0] && r->gen != m->gen)
+		log_warn(
+			"witness: %s/%s: %s releases the record without the data it names "
+			"(it holds %016llx, not %016llx): generation kept, no node is primary (W5)",
+			s->cl->cfg->cluster, r->volume, s->name, (unsigned long long)m->gen,
+			(unsigned long long)r->gen);
 	if (changed) {
 		if (persist(s->cl)) {
 			*r = old; /* WS2 */

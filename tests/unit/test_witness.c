@@ -1,6 +1,6 @@
-/* The witness (docs/WITNESS.md): the record rules W1-W3 (wit_rec), the
- * state file (crash-safe, refused when damaged or of another cluster), and
- * the codec (every message round-trips; bad fields are refused). */
+/* The witness (docs/WITNESS.md): the record rules W1-W3 and W5 (wit_rec),
+ * the state file (crash-safe, refused when damaged or of another cluster),
+ * and the codec (every message round-trips; bad fields are refused). */
 #include "unit.h"
 
 #include <errno.h>
@@ -119,9 +119,34 @@ static void test_claim_rules(void **st)
 	assert_false(changed);
 	assert_string_equal(r.primary, "a");
 	assert_int_equal(r.gen, 0x100);
-	/* W2: a's release (it wrote alone, at 0x400) leaves gen 0x400; only a
-	 * node holding it may take the volume, by hand */
+	/* W5: a's release while it lacks the recorded data (wiped: 0x1)
+	 * frees the record but keeps its gen: what a leaves is not it. A
+	 * release from b, which the record does not name, changes nothing. */
+	{
+		struct wit_rec keep = r;
+		rep = vmsg(WIT_F_RELEASE, 0x1);
+		wit_rec_report(&keep, "b", &rep, &changed);
+		assert_false(changed);
+		assert_string_equal(keep.primary, "a");
+		wit_rec_report(&keep, "a", &rep, &changed);
+		assert_true(changed);
+		assert_string_equal(keep.primary, "");
+		assert_int_equal(keep.gen, 0x100);
+		/* then a node holding 0x100 is granted, by hand; another only
+		 * with --force */
+		c = vmsg(WIT_F_ADMIN, 0x100);
+		assert_int_equal(wit_rec_claim(&keep, "b", &c, false, false, &reason), WIT_GRANT);
+		c = vmsg(WIT_F_ADMIN, 0x1);
+		assert_int_equal(wit_rec_claim(&keep, "b", &c, false, false, &reason), WIT_DENY);
+		assert_int_equal(reason, WIT_OLDER_DATA);
+		c.flags |= WIT_F_FORCE;
+		assert_int_equal(wit_rec_claim(&keep, "b", &c, false, false, &reason), WIT_GRANT);
+	}
+	/* W2: a's release (it wrote alone, at 0x400, branched from 0x100)
+	 * leaves gen 0x400; only a node holding it may take the volume, by
+	 * hand */
 	rep = vmsg(WIT_F_RELEASE, 0x400);
+	rep.history[WIT_HISTORY - 1] = 0x100;
 	wit_rec_report(&r, "a", &rep, &changed);
 	assert_true(changed);
 	assert_int_equal(r.gen, 0x400);
