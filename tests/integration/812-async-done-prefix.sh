@@ -2,12 +2,11 @@
 # Up to date means a prefix (SPEC guarantee 9, ASYNC.md A7-A9). a streams
 # async to b over an 8 Mbit/s link with a 32M backlog (far more than the
 # sockets hold) and a change bitmap of 4K regions. One client writes
-# stamped 4K blocks, all in the first 1M of the volume: a burst of 12000
-# (48M: the backlog overflows, a goes ahead and a live resync catches b
-# up, at most 1M of it), then 200 writes a second, slower than the link
-# but enough to keep the stream backed up while that short resync ends.
-# The moment b turns `inconsistent -> uptodate`, the link is cut and a
-# killed. b's image must then be a prefix of a's write order: nothing
+# stamped 4K blocks over the first 16M: a burst that ends once a went
+# ahead (a live resync then catches b up), then 100 writes a second,
+# slower than the link, so the stream is still backed up when the resync
+# ends. The moment b turns `inconsistent -> uptodate`, the link is cut and
+# a killed. b's image must then be a prefix of a's write order: nothing
 # newer than a write it lacks.
 # Without a witness: b is promoted with --force (813: with the witness,
 # which promotes b by itself).
@@ -20,20 +19,25 @@
 need python3
 
 export VOL_SIZE=64M PEER_TIMEOUT=4 REPL_MODE=async
-NBLK=256
+NBLK=4096
 
-# round NAME: the writer; the link cut and a killed the moment b turns
-# `inconsistent -> uptodate` (RS_DONE arrived), as a site lost then. The
-# number of acknowledged writes lands in $T/NAME.acked.
+# round NAME: the writer, whose burst ends once a went ahead; the link cut
+# and a killed the moment b turns `inconsistent -> uptodate` (RS_DONE
+# arrived), as a site lost then. The number of acknowledged writes lands in
+# $T/NAME.acked.
 round()
 {
 	local name=$1 wpid i
+	events_follow a "$T/$name.a.events"
 	events_follow b "$T/$name.b.events"
-	python3 "$TANDEM_TOOLS/stampwriter.py" write "${NBDP[a]}" "$NBLK" "$T/$name.acked" 12000 200 \
-		2>"$T/$name.writer.err" &
+	STAMP_BURST_STOP=$T/$name.ahead python3 "$TANDEM_TOOLS/stampwriter.py" write "${NBDP[a]}" \
+		"$NBLK" "$T/$name.acked" 12000 100 2>"$T/$name.writer.err" &
 	wpid=$!
 	track "$wpid"
-	for ((i = 0; i < 12000; i++)); do
+	for ((i = 0; i < 18000; i++)); do
+		[ -e "$T/$name.ahead" ] ||
+			! grep -q '"event":"congestion".*"to":"ahead"' "$T/$name.a.events" ||
+			touch "$T/$name.ahead"
 		grep -q '"event":"disk".*"from":"inconsistent","to":"uptodate"' "$T/$name.b.events" &&
 			break
 		sleep 0.01
@@ -41,8 +45,9 @@ round()
 	proxy cut
 	crash a
 	wait "$wpid" 2>/dev/null || true
+	[ -e "$T/$name.ahead" ] || fail "a never went ahead"
 	grep -q '"event":"disk".*"from":"inconsistent","to":"uptodate"' "$T/$name.b.events" ||
-		fail "b never turned uptodate within 120 s"
+		fail "b never turned uptodate within 180 s"
 	log "$name: the link cut and a killed at b's uptodate"
 }
 

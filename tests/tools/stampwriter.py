@@ -7,8 +7,9 @@ checker says whether an image is a prefix of that order.
   stampwriter.py write PORT NBLK ACKED_FILE [BURST RATE]
       writes until the connection ends; ACKED_FILE always holds the number of
       the last acknowledged write (renamed into place after each one). With
-      BURST and RATE: the first BURST writes as fast as they go, then RATE
-      writes a second
+      BURST and RATE: the first BURST writes as fast as they go (fewer, if
+      the file named by $STAMP_BURST_STOP appears first), then RATE writes a
+      second
   stampwriter.py check IMAGE NBLK ACKED [BACKLOG]
       exit 0 when, for the newest write number K found in IMAGE, every block
       holds exactly its last write numbered <= K (zeros if none): no block is
@@ -37,10 +38,12 @@ def write(port, nblk, out, burst=None, rate=None):
     s, _ = connect("127.0.0.1", port)
     done = 0
     t0 = None
+    stop = os.environ.get("STAMP_BURST_STOP")
     try:
         for n, blk in enumerate(writes, start=1):
-            if burst is not None and n > burst:
+            if burst is not None and (n > burst or (stop and n % 16 == 0 and os.path.exists(stop))):
                 if t0 is None:
+                    burst = n - 1
                     t0 = time.monotonic()
                 ahead = t0 + (n - burst) / rate - time.monotonic()
                 if ahead > 0:
