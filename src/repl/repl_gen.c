@@ -262,8 +262,8 @@ struct hs_decision hs_decide(const struct hs_input *in)
 		if (!me->lease && peer->lease) {
 			d.action = HS_YIELD;
 			d.rule = 3;
-			snprintf(d.reason, sizeof(d.reason), "%s is primary and this node has no lease",
-				 in->peer_node);
+			snprintf(d.reason, sizeof(d.reason),
+				 "%s is primary and this node has no lease", in->peer_node);
 			return d;
 		}
 		if (me->lease && !peer->lease) {
@@ -280,13 +280,13 @@ struct hs_decision hs_decide(const struct hs_input *in)
 	switch (d.gen.verdict) {
 	case GEN_SPLIT_BRAIN:
 		d.split_brain = true;
-		return refuse(d, 6,
-			      "split brain: both nodes wrote independently since generation "
-			      "%016llx; run `tandemctl invalidate %s` on the node whose changes are "
-			      "to be discarded",
-			      (unsigned long long)(me->gen.bitmap ? me->gen.bitmap
-								  : me->gen.history[0]),
-			      in->volume);
+		return refuse(
+			d, 6,
+			"split brain: both nodes wrote independently since generation "
+			"%016llx; run `tandemctl invalidate %s` on the node whose changes are "
+			"to be discarded",
+			(unsigned long long)(me->gen.bitmap ? me->gen.bitmap : me->gen.history[0]),
+			in->volume);
 	case GEN_UNRELATED:
 		return refuse(d, 7,
 			      "unrelated data: generations %016llx here and %016llx on %s share no "
@@ -301,9 +301,10 @@ struct hs_decision hs_decide(const struct hs_input *in)
 		/* P3: a primary whose disk is gone or being filled takes
 		 * nothing from a resync; it reads through the peer and pulls */
 		if (me->gen.primary && disk_usable(me->disk))
-			return refuse(d, 9,
-				      "this primary would become sync target of %s; demote it first",
-				      in->peer_node);
+			return refuse(
+				d, 9,
+				"this primary would become sync target of %s; demote it first",
+				in->peer_node);
 		break;
 	case GEN_SOURCE:
 		if (peer->gen.primary && disk_usable(peer->disk))
@@ -331,10 +332,11 @@ struct hs_decision hs_decide(const struct hs_input *in)
 		if (vol_disk_gone(me->disk)) {
 			d.rule = 15;
 			d.note_warn = true;
-			snprintf(d.reason, sizeof(d.reason),
-				 "this copy is newer than %s's, but its disk is %s: no resync; what "
-				 "only it held is lost",
-				 in->peer_node, vol_disk_name(me->disk));
+			snprintf(
+				d.reason, sizeof(d.reason),
+				"this copy is newer than %s's, but its disk is %s: no resync; what "
+				"only it held is lost",
+				in->peer_node, vol_disk_name(me->disk));
 			break;
 		}
 		/* The peer's copy is older than this one: nothing newer

@@ -149,10 +149,10 @@ struct hs_decision {
 	bool flush;       /* bm_flush */
 	bool note_warn;   /* reason, if any, is logged as a warning, else as info */
 	enum hs_run run;
-	bool rotate;        /* HS_ESTABLISHED: gen_rotate */
-	bool pull;          /* HS_ESTABLISHED: pull_start */
-	enum hs_kept kept;  /* HS_SYNC_TARGET; then this disk becomes inconsistent */
-	bool new_pair;      /* then: the first primary of a new pair (I2) */
+	bool rotate;       /* HS_ESTABLISHED: gen_rotate */
+	bool pull;         /* HS_ESTABLISHED: pull_start */
+	enum hs_kept kept; /* HS_SYNC_TARGET; then this disk becomes inconsistent */
+	bool new_pair;     /* then: the first primary of a new pair (I2) */
 	/* HS_REFUSE: why; HS_YIELD: why; otherwise a line to log, or "" */
 	char reason[HS_REASON_MAX];
 };

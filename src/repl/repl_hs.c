@@ -232,9 +232,7 @@ static void handshake_decide(struct rconn *c)
 			r->split_brain = true;
 		conn_refuse(c, "%s", d.reason);
 		return;
-	case HS_YIELD:
-		quorum_yield(r, c->peer_node, d.reason);
-		return;
+	case HS_YIELD: quorum_yield(r, c->peer_node, d.reason); return;
 	case HS_PEER_STEPS_DOWN:
 		log_info("volume %s: %s", r->v->name, d.reason);
 		conn_abort(c);

@@ -492,8 +492,14 @@ struct gen_row {
 	int rule;
 };
 
-#define GV(cur, bm, ...) { .current = (cur), .bitmap = (bm), __VA_ARGS__ }
-#define GROW(m, p, first, v, f, g) { __LINE__, m, p, first, v, f, g }
+#define GV(cur, bm, ...)                                      \
+	{                                                     \
+		.current = (cur), .bitmap = (bm), __VA_ARGS__ \
+	}
+#define GROW(m, p, first, v, f, g)             \
+	{                                      \
+		__LINE__, m, p, first, v, f, g \
+	}
 
 static const struct gen_row gen_rows[] = {
 	GROW(GV(0, 0), GV(0, 0), true, GEN_NO_DATA, false, 1),
@@ -513,13 +519,13 @@ static const struct gen_row gen_rows[] = {
 	GROW(GV(G_B, G_C), GV(GEN_EMPTY, 0), true, GEN_SOURCE, true, 8),
 	/* same generation: one inconsistent (G9), full only without bits */
 	GROW(GV(G_A, 0, .inconsistent = true), GV(G_A, 0), true, GEN_TARGET, true, 9),
-	GROW(GV(G_A, 0, .inconsistent = true, .primary = true), GV(G_A, 0, .has_bits = true),
-	     true, GEN_TARGET, false, 9),
+	GROW(GV(G_A, 0, .inconsistent = true, .primary = true), GV(G_A, 0, .has_bits = true), true,
+	     GEN_TARGET, false, 9),
 	GROW(GV(G_A, 0), GV(G_A, 0, .inconsistent = true, .has_bits = true), false, GEN_SOURCE,
 	     false, 9),
 	/* both inconsistent, no bits: equal (nothing to tell them apart) */
-	GROW(GV(G_A, 0, .inconsistent = true), GV(G_A, 0, .inconsistent = true), true,
-	     GEN_EQUAL, false, 10),
+	GROW(GV(G_A, 0, .inconsistent = true), GV(G_A, 0, .inconsistent = true), true, GEN_EQUAL,
+	     false, 10),
 	GROW(GV(G_A, 0, .primary = true, .crashed_primary = true), GV(G_A, 0, .outdated = true),
 	     false, GEN_EQUAL, false, 10),
 	GROW(GV(GEN_EMPTY, 0), GV(GEN_EMPTY, 0), true, GEN_EQUAL, false, 10),
@@ -532,10 +538,10 @@ static const struct gen_row gen_rows[] = {
 	     GV(G_A, 0, .primary = true), true, GEN_SOURCE, false, 12),
 	GROW(GV(G_A, 0, .has_bits = true, .outdated = true), GV(G_A, 0), true, GEN_TARGET, false,
 	     13),
-	GROW(GV(G_A, 0, .has_bits = true, .unverified = true), GV(G_A, 0, .outdated = true),
-	     false, GEN_SOURCE, false, 13),
-	GROW(GV(G_A, 0, .has_bits = true, .unverified = true), GV(G_A, 0), true, GEN_TARGET,
-	     false, 13),
+	GROW(GV(G_A, 0, .has_bits = true, .unverified = true), GV(G_A, 0, .outdated = true), false,
+	     GEN_SOURCE, false, 13),
+	GROW(GV(G_A, 0, .has_bits = true, .unverified = true), GV(G_A, 0), true, GEN_TARGET, false,
+	     13),
 	GROW(GV(G_A, 0, .has_bits = true), GV(G_A, 0), true, GEN_SOURCE, false, 14),
 	GROW(GV(G_A, 0, .has_bits = true, .outdated = true), GV(G_A, 0, .outdated = true), false,
 	     GEN_TARGET, false, 14),
@@ -689,9 +695,15 @@ static unsigned flags_of(const struct hs_decision *d)
 #define INC VOL_INCONSISTENT
 #define FAIL VOL_FAILED
 #define DLESS VOL_DISKLESS
-#define S(d, ...) { .disk = (d), __VA_ARGS__ }
+#define S(d, ...)                        \
+	{                                \
+		.disk = (d), __VA_ARGS__ \
+	}
 #define P .primary = true
-#define ROW(...) { __LINE__, __VA_ARGS__ }
+#define ROW(...)                      \
+	{                             \
+		__LINE__, __VA_ARGS__ \
+	}
 #define REFUSED(h, f, text) .action = HS_REFUSE, .rule = (h), .flags = (f), .reason = (text)
 #define EST(h, f) .action = HS_CONNECT, .rule = (h), .run = HS_ESTABLISHED, .flags = (f)
 #define FLUSHED (F_FLUSH)
@@ -722,7 +734,8 @@ static const struct hs_row hs_rows[] = {
 	    REFUSED(6, F_SB, "since generation 3333333333333333;")),
 	ROW(S(UP, .cur = G_B), S(UP, .cur = G_D),
 	    REFUSED(7, 0,
-		    "generations 2222222222222222 here and 4444444444444444 on b share no history")),
+		    "generations 2222222222222222 here and 4444444444444444 on b share no "
+		    "history")),
 	ROW(S(INC, .cur = 0), S(INC, .cur = 0), REFUSED(8, 0, "no consistent copy")),
 	/* (G20) newer by generation, but not consistent: a gone disk too */
 	ROW(S(INC, .cur = G_B, .bm = G_A), S(UP, .cur = G_A), REFUSED(8, 0, "no consistent copy")),
@@ -735,8 +748,7 @@ static const struct hs_row hs_rows[] = {
 	    REFUSED(9, 0, "this primary would become sync target of b; demote it first")),
 	ROW(S(OUTD, P, .cur = G_A), S(UP, .cur = G_B, .bm = G_A), REFUSED(9, 0, "demote it first")),
 	ROW(S(INC, P, .cur = G_A), S(UP, .cur = G_B, .bm = G_A), EST(22, FLUSHED | F_PULL)),
-	ROW(S(FAIL, P, .cur = G_A), S(UP, .cur = G_A),
-	    EST(23, FLUSHED | F_MARKALL | F_WARN),
+	ROW(S(FAIL, P, .cur = G_A), S(UP, .cur = G_A), EST(23, FLUSHED | F_MARKALL | F_WARN),
 	    .reason = "the disk is failed: no resync from b onto it until `tandemctl attach`"),
 	/* H10: the peer the same way */
 	ROW(S(UP, .cur = G_B, .bm = G_A), S(UP, P, .cur = G_A),
@@ -746,8 +758,7 @@ static const struct hs_row hs_rows[] = {
 	/* H11..H14: equal */
 	ROW(S(UP, .cur = G_A), S(UP, .cur = G_A), EST(11, F_CLEAR | F_ROTATE)),
 	ROW(S(OUTD, .cur = G_A), S(UP, P, .cur = G_A), EST(11, F_CLEAR | F_ROTATE | F_UPTODATE)),
-	ROW(S(UNVER, .cur = G_A), S(UNVER, .cur = G_A),
-	    EST(11, F_CLEAR | F_ROTATE | F_UPTODATE)),
+	ROW(S(UNVER, .cur = G_A), S(UNVER, .cur = G_A), EST(11, F_CLEAR | F_ROTATE | F_UPTODATE)),
 	ROW(S(UP, P, .cur = G_A), S(UP, .cur = G_A), .pulling = true, EST(11, F_ROTATE)),
 	ROW(S(INC, .cur = G_A), S(INC, P, .cur = G_A), EST(11, F_ROTATE)),
 	ROW(S(INC, .cur = G_A), S(INC, .cur = G_A), EST(11, F_CLEAR | F_ROTATE)),
@@ -780,7 +791,8 @@ static const struct hs_row hs_rows[] = {
 	    .reason = "b's disk is failed"),
 	/* H22: a pull already running is not started again */
 	ROW(S(INC, P, .cur = G_A), S(UP, .cur = G_A), EST(22, FLUSHED | F_MARKALL | F_PULL)),
-	ROW(S(INC, P, .cur = G_A), S(UP, .cur = G_A), .pulling = true, EST(22, FLUSHED | F_MARKALL)),
+	ROW(S(INC, P, .cur = G_A), S(UP, .cur = G_A), .pulling = true,
+	    EST(22, FLUSHED | F_MARKALL)),
 	ROW(S(DLESS, .cur = G_A), S(OUTD, .cur = G_A, .bits = true), EST(23, FLUSHED | F_WARN),
 	    .reason = "the disk is failed"),
 	/* H24: the target and its kept copy */
@@ -806,13 +818,13 @@ static const struct hs_row hs_rows[] = {
 	ROW(S(UP, .cur = G_A), S(INC, .cur = 0), .first_node = true, .created = true,
 	    .run = HS_SYNC_SOURCE, .action = HS_CONNECT, .rule = 20,
 	    .flags = FLUSHED | F_MARKALL | F_NEWPAIR),
-	ROW(S(UP, .cur = G_A), S(INC, .cur = GEN_EMPTY), .first_node = true,
-	    .run = HS_SYNC_SOURCE, .action = HS_CONNECT, .rule = 20, .flags = FLUSHED | F_MARKALL),
+	ROW(S(UP, .cur = G_A), S(INC, .cur = GEN_EMPTY), .first_node = true, .run = HS_SYNC_SOURCE,
+	    .action = HS_CONNECT, .rule = 20, .flags = FLUSHED | F_MARKALL),
 	ROW(S(UP, .cur = GEN_EMPTY), S(INC, .cur = 0), .first_node = true, .run = HS_SYNC_SOURCE,
 	    .action = HS_CONNECT, .rule = 20, .flags = FLUSHED | F_MARKALL | F_NEWPAIR),
 	/* (a target: new_pair_promote finds its disk not uptodate and does nothing) */
-	ROW(S(INC, .cur = GEN_EMPTY), S(UP, .cur = GEN_EMPTY), .first_node = true,
-	    .created = true, .run = HS_SYNC_TARGET, .action = HS_CONNECT, .rule = 24,
+	ROW(S(INC, .cur = GEN_EMPTY), S(UP, .cur = GEN_EMPTY), .first_node = true, .created = true,
+	    .run = HS_SYNC_TARGET, .action = HS_CONNECT, .rule = 24,
 	    .flags = FLUSHED | F_MARKALL | F_NEWPAIR, .kept = HS_KEPT_NONE),
 };
 
@@ -851,8 +863,8 @@ static void test_hs_table(void **state)
 		check_hs(hs_rows[i].line, &in, &hs_rows[i]);
 		seen[d.rule] = true;
 		seen[12] |= d.clear_marks;
-		seen[13] |= d.uptodate && d.gen.verdict == GEN_EQUAL &&
-			    in.me.gen.current != GEN_EMPTY;
+		seen[13] |=
+			d.uptodate && d.gen.verdict == GEN_EQUAL && in.me.gen.current != GEN_EMPTY;
 		seen[14] |= d.uptodate && d.gen.verdict == GEN_EQUAL && in.me.disk == INC;
 		seen[16] |= d.uptodate && d.gen.verdict == GEN_SOURCE && in.me.disk == UNVER;
 		seen[17] |= d.uptodate && d.gen.verdict == GEN_SOURCE && in.me.disk == OUTD;
@@ -863,17 +875,20 @@ static void test_hs_table(void **state)
 	{
 		struct hs_row t = { __LINE__, S(FAIL, .cur = G_B, .bm = G_A), S(UP, .cur = G_A),
 				    EST(15, F_WARN),
-				    .reason = "this copy is newer than b's, but its disk is failed: "
-					      "no resync; what only it held is lost" };
+				    .reason =
+					    "this copy is newer than b's, but its disk is failed: "
+					    "no resync; what only it held is lost" };
 		struct hs_input in = input_of(&t);
 		in.me.gen.inconsistent = false;
 		check_hs(t.line, &in, &t);
 		seen[15] = true;
 	}
 	{
-		struct hs_row t = { __LINE__, S(UP, .cur = G_A), S(DLESS, .cur = G_B, .bm = G_A),
-				    EST(21, FLUSHED | F_WARN),
-				    .reason = "b's copy is newer, but its disk is diskless: no resync" };
+		struct hs_row t = {
+			__LINE__, S(UP, .cur = G_A), S(DLESS, .cur = G_B, .bm = G_A),
+			EST(21, FLUSHED | F_WARN),
+			.reason = "b's copy is newer, but its disk is diskless: no resync"
+		};
 		struct hs_input in = input_of(&t);
 		in.peer.gen.inconsistent = false;
 		check_hs(t.line, &in, &t);
@@ -897,14 +912,14 @@ static void test_hs_both_sides_agree(void **state)
 	static const uint64_t gens[][2] = {
 		{ G_A, 0 }, { G_B, G_A }, { GEN_EMPTY, 0 }, { 0, 0 }, { G_C, G_A }, { G_B, 0 },
 	};
+	const size_t nd = ARRAY_LEN(disks), ng = ARRAY_LEN(gens);
 	unsigned pairs = 0;
 	(void)state;
 
-	for (size_t da = 0; da < ARRAY_LEN(disks); da++)
-		for (size_t db = 0; db < ARRAY_LEN(disks); db++)
-			for (size_t ga = 0; ga < ARRAY_LEN(gens); ga++)
-				for (size_t gb = 0; gb < ARRAY_LEN(gens); gb++)
-					for (unsigned x = 0; x < 16; x++) {
+	for (size_t n = 0; n < nd * nd * ng * ng * 16; n++) {
+		size_t da = n % nd, db = n / nd % nd, ga = n / nd / nd % ng;
+		size_t gb = n / nd / nd / ng % ng;
+		unsigned x = (unsigned)(n / nd / nd / ng / ng);
 		struct side a = S(disks[da], .cur = gens[ga][0], .bm = gens[ga][1],
 				  .primary = x & 1, .bits = x & 4);
 		struct side b = S(disks[db], .cur = gens[gb][0], .bm = gens[gb][1],
@@ -913,25 +928,22 @@ static void test_hs_both_sides_agree(void **state)
 		struct hs_row rb = { .me = b, .peer = a, .me_first = false, .oos = x & 12 };
 		struct hs_input ia = input_of(&ra), ib = input_of(&rb);
 		struct hs_decision d, e;
+		bool agree;
 
 		ia.me.gen.has_bits |= ia.peer.gen.has_bits;
 		ib.me.gen.has_bits |= ib.peer.gen.has_bits;
 		d = hs_decide(&ia);
 		e = hs_decide(&ib);
-
 		pairs++;
-		if ((d.action == HS_CONNECT) != (e.action == HS_CONNECT) ||
-		    (d.action == HS_CONNECT &&
-		     ((d.run == HS_SYNC_SOURCE) != (e.run == HS_SYNC_TARGET) ||
-		      (e.run == HS_SYNC_SOURCE) != (d.run == HS_SYNC_TARGET))))
+		agree = (d.action == HS_CONNECT) == (e.action == HS_CONNECT);
+		if (agree && d.action == HS_CONNECT)
+			agree = (d.run == HS_SYNC_SOURCE) == (e.run == HS_SYNC_TARGET) &&
+				(e.run == HS_SYNC_SOURCE) == (d.run == HS_SYNC_TARGET);
+		if (!agree)
 			print_message("disks %s/%s gens %zu/%zu x %u: H%d run %d vs H%d run %d\n",
-				      vol_disk_name(disks[da]), vol_disk_name(disks[db]), ga, gb,
-				      x, d.rule, d.run, e.rule, e.run);
-		assert_int_equal(d.action == HS_CONNECT, e.action == HS_CONNECT);
-		if (d.action != HS_CONNECT)
-			continue;
-		assert_int_equal(d.run == HS_SYNC_SOURCE, e.run == HS_SYNC_TARGET);
-		assert_int_equal(e.run == HS_SYNC_SOURCE, d.run == HS_SYNC_TARGET);
+				      vol_disk_name(disks[da]), vol_disk_name(disks[db]), ga, gb, x,
+				      d.rule, d.run, e.rule, e.run);
+		assert_true(agree);
 	}
 	assert_true(pairs > 1000);
 }
