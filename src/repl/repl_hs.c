@@ -186,94 +186,58 @@ static void fill_view(const struct repl_state *s, bool primary, struct gen_view 
 	g->outdated = !g->inconsistent && !g->unverified && !(s->flags & REPL_ST_UPTODATE);
 }
 
-/* Both STATEs and both bitmaps are known: decide what this connection is. */
-static void handshake_decide(struct rconn *c)
+/* What hs_decide decides on: both STATEs, as they were sent (this side's
+ * with the peer's bitmap merged into its marks), and this node's facts. */
+static void hs_input(struct rconn *c, struct hs_input *in)
 {
 	struct repl *r = c->r;
 	struct repl_state me;
-	struct gen_view gm, gp;
-	struct gen_decision d;
-	bool me_first = strcmp(r->cfg->nodes[r->self].name, c->peer_node) < 0;
 
+	memset(in, 0, sizeof(*in));
 	fill_state(r, &me);
 	/* The bitmap just merged is part of what this side knows to differ. */
 	me.oos_bits += bm_oos_count(r->bm);
-	fill_view(&me, r->v->role == VOL_PRIMARY, &gm);
-	fill_view(&c->pst, c->pst.role == REPL_ROLE_PRIMARY, &gp);
-	if (c->pst.size != r->v->size) {
-		conn_refuse(c, "volume sizes differ: %llu here, %llu on %s",
-			    (unsigned long long)r->v->size, (unsigned long long)c->pst.size,
-			    c->peer_node);
+	fill_view(&me, r->v->role == VOL_PRIMARY, &in->me.gen);
+	fill_view(&c->pst, c->pst.role == REPL_ROLE_PRIMARY, &in->peer.gen);
+	in->me.size = r->v->size;
+	in->peer.size = c->pst.size;
+	in->me.bm_granularity = bm_granularity(r->bm);
+	in->peer.bm_granularity = c->pst.bm_granularity;
+	in->me.disk = r->v->disk;
+	in->peer.disk = (enum vol_disk)c->pst.disk;
+	in->me.lease = lease_ok(r);
+	in->peer.lease = !(c->pst.flags & REPL_ST_NO_LEASE);
+	in->volume = r->v->name;
+	in->peer_node = c->peer_node;
+	in->me_first = strcmp(r->cfg->nodes[r->self].name, c->peer_node) < 0;
+	in->pulling = r->pulling;
+	in->first_node = r->first_node;
+	in->created = r->v->md->created;
+	in->oos = bm_oos_count(r->bm);
+}
+
+/* Both STATEs and both bitmaps are known: decide what this connection is
+ * (hs_decide, the table in repl_gen.c), then do it. */
+static void handshake_decide(struct rconn *c)
+{
+	struct repl *r = c->r;
+	struct hs_input in;
+	struct hs_decision d;
+
+	hs_input(c, &in);
+	d = hs_decide(&in);
+	switch (d.action) {
+	case HS_REFUSE:
+		if (d.split_brain)
+			r->split_brain = true;
+		conn_refuse(c, "%s", d.reason);
 		return;
-	}
-	if (c->pst.bm_granularity != bm_granularity(r->bm)) {
-		conn_refuse(c, "bitmap granularities differ: %u here, %u on %s",
-			    bm_granularity(r->bm), c->pst.bm_granularity, c->peer_node);
+	case HS_YIELD: quorum_yield(r, c->peer_node, d.reason); return;
+	case HS_PEER_STEPS_DOWN:
+		log_info("volume %s: %s", r->v->name, d.reason);
+		conn_abort(c);
 		return;
-	}
-	if (gm.primary && gp.primary) {
-		/* L6: a primary without its lease meets one that has it (made
-		 * primary by the witness while this one was cut off or paused):
-		 * it yields, as if deposed, and no split brain is declared. */
-		bool mine = lease_ok(r), theirs = !(c->pst.flags & REPL_ST_NO_LEASE);
-		if (!mine && theirs) {
-			char why[160];
-			snprintf(why, sizeof(why), "%s is primary and this node has no lease",
-				 c->peer_node);
-			quorum_yield(r, c->peer_node, why);
-			return;
-		}
-		if (mine && !theirs) {
-			log_info("volume %s: %s is primary without a lease; it steps down",
-				 r->v->name, c->peer_node);
-			conn_abort(c);
-			return;
-		}
-		r->split_brain = true;
-		conn_refuse(c, "split brain: both nodes are primary");
-		return;
-	}
-	d = gen_decide(&gm, &gp, me_first);
-	switch (d.verdict) {
-	case GEN_SPLIT_BRAIN:
-		r->split_brain = true;
-		conn_refuse(c,
-			    "split brain: both nodes wrote independently since generation "
-			    "%016llx; run `tandemctl invalidate %s` on the node whose changes are "
-			    "to be discarded",
-			    (unsigned long long)(sb(r)->gen_bitmap ? sb(r)->gen_bitmap
-								   : sb(r)->gen_history[0]),
-			    r->v->name);
-		return;
-	case GEN_UNRELATED:
-		conn_refuse(c,
-			    "unrelated data: generations %016llx here and %016llx on %s share no "
-			    "history",
-			    (unsigned long long)gm.current, (unsigned long long)gp.current,
-			    c->peer_node);
-		return;
-	case GEN_NO_DATA:
-		conn_refuse(c, "no consistent copy to resync from (the node with the newer data is "
-			       "inconsistent or neither has data)");
-		return;
-	case GEN_TARGET:
-		/* P3: a primary whose disk is gone or being filled takes
-		 * nothing from a resync; it reads through the peer and pulls */
-		if (gm.primary && !vol_disk_gone(r->v->disk) && r->v->disk != VOL_INCONSISTENT) {
-			conn_refuse(c,
-				    "this primary would become sync target of %s; demote it first",
-				    c->peer_node);
-			return;
-		}
-		break;
-	case GEN_SOURCE:
-		if (gp.primary && !vol_disk_gone(c->pst.disk) && c->pst.disk != VOL_INCONSISTENT) {
-			conn_refuse(c, "primary %s would become sync target; demote it first",
-				    c->peer_node);
-			return;
-		}
-		break;
-	case GEN_EQUAL: break;
+	case HS_CONNECT: break;
 	}
 	r->split_brain = false;
 	r->error[0] = '\0';
@@ -290,121 +254,56 @@ static void handshake_decide(struct rconn *c)
 	quorum_peer_role(r);
 	meta_send(r, c);
 	log_info("volume %s: connected to %s (generations %016llx / %016llx: %s%s)", r->v->name,
-		 c->peer_node, (unsigned long long)gm.current, (unsigned long long)gp.current,
-		 gen_verdict_name(d.verdict), d.full ? ", full sync" : "");
+		 c->peer_node, (unsigned long long)in.me.gen.current,
+		 (unsigned long long)in.peer.gen.current, gen_verdict_name(d.gen.verdict),
+		 d.gen.full ? ", full sync" : "");
 	r->rs_done_bytes = r->rs_sent_bytes = r->rs_zero_bytes = r->rs_same_bytes = 0;
 	r->rate_t0 = ev_now(r->ev);
 	r->rate_b0 = 0;
 	r->rate_bps = 0;
 	r->rs_cursor = 0;
-	switch (d.verdict) {
-	case GEN_EQUAL:
-		/* (marks of a disk that is gone or being filled stay: they
-		 * say what it lacks) */
-		if (!vol_disk_gone(r->v->disk) && !vol_disk_gone(c->pst.disk) && !r->pulling &&
-		    !(c->pst.role == REPL_ROLE_PRIMARY && c->pst.disk == VOL_INCONSISTENT))
-			bm_clear_all_oos(r->bm);
-		if (r->v->disk == VOL_OUTDATED || r->v->disk == VOL_CONSISTENT)
-			vol_set_disk(r->v, VOL_UPTODATE);
-		/* I2: two disks that were never written hold the same zeros */
-		if (gm.current == GEN_EMPTY && gp.current == GEN_EMPTY &&
-		    r->v->disk == VOL_INCONSISTENT)
-			vol_set_disk(r->v, VOL_UPTODATE);
-		repl_set_rstate(r, RR_ESTABLISHED);
-		gen_rotate(r, c);
-		break;
-	case GEN_SOURCE:
-		if (vol_disk_gone(r->v->disk)) {
-			/* D2: a newer copy that is gone is no source; the peer
-			 * keeps what it has (its side decides the same) */
-			log_warn("volume %s: this copy is newer than %s's, but its disk is %s: "
-				 "no resync; what only it held is lost",
-				 r->v->name, c->peer_node, vol_disk_name(r->v->disk));
-			repl_set_rstate(r, RR_ESTABLISHED);
-			break;
-		}
-		/* The peer's copy is older than this one: nothing newer exists. */
-		if (r->v->disk == VOL_CONSISTENT)
-			vol_set_disk(r->v, VOL_UPTODATE);
-		/* D2, P3: a primary that kept the generation (its disk is gone or
-		 * being filled: it wrote nothing alone) left this copy with
-		 * everything; outdated only said it might not */
-		if (r->v->disk == VOL_OUTDATED && gp.primary && gm.current == gp.current &&
-		    (vol_disk_gone(c->pst.disk) || c->pst.disk == VOL_INCONSISTENT))
-			vol_set_disk(r->v, VOL_UPTODATE);
-		if (d.full)
-			bm_set_all(r->bm);
+	if (d.clear_marks)
+		bm_clear_all_oos(r->bm);
+	if (d.uptodate)
+		vol_set_disk(r->v, VOL_UPTODATE);
+	if (d.mark_all)
+		bm_set_all(r->bm);
+	if (d.flush)
 		bm_flush(r->bm, NULL);
-		if (c->pst.role == REPL_ROLE_PRIMARY && !vol_disk_gone(c->pst.disk)) {
-			/* P3: the primary fills its disk itself (it pulls) */
-			log_info("volume %s: %s fills its disk from this copy", r->v->name,
-				 c->peer_node);
-			repl_set_rstate(r, RR_ESTABLISHED);
-			break;
-		}
-		if (vol_disk_gone(c->pst.disk)) {
-			/* F1: no resync onto a failed disk; the marks stay */
-			log_warn("volume %s: %s's disk is failed: nothing is copied to it until "
-				 "`tandemctl attach` there",
-				 r->v->name, c->peer_node);
-			repl_set_rstate(r, RR_ESTABLISHED);
-			break;
-		}
+	if (d.reason[0])
+		log_msg(d.note_warn ? LOG_LVL_WARN : LOG_LVL_INFO, "volume %s: %s", r->v->name,
+			d.reason);
+	switch (d.run) {
+	case HS_ESTABLISHED:
+		repl_set_rstate(r, RR_ESTABLISHED);
+		if (d.rotate)
+			gen_rotate(r, c);
+		if (d.pull)
+			pull_start(r, false);
+		break;
+	case HS_SYNC_SOURCE:
 		r->rs_total = bm_oos_count(r->bm);
 		r->rs_pct_shown = 0;
 		repl_set_rstate(r, RR_SYNCSOURCE);
 		r->peer.disk = VOL_INCONSISTENT;
 		ev_defer(r->ev, &r->rs_kick);
 		break;
-	case GEN_TARGET:
-		if (d.full)
-			bm_set_all(r->bm);
-		bm_flush(r->bm, NULL);
-		if (vol_disk_gone(c->pst.disk)) {
-			/* D2: the newer copy's disk is gone: nothing to copy
-			 * from it; this one stays what it is */
-			log_warn("volume %s: %s's copy is newer, but its disk is %s: no resync",
-				 r->v->name, c->peer_node, vol_disk_name(c->pst.disk));
-			repl_set_rstate(r, RR_ESTABLISHED);
-			break;
-		}
-		if (r->v->role == VOL_PRIMARY && !vol_disk_gone(r->v->disk)) {
-			/* P3: an inconsistent primary pulls what it lacks */
-			repl_set_rstate(r, RR_ESTABLISHED);
-			if (!r->pulling)
-				pull_start(r, false);
-			break;
-		}
-		if (vol_disk_gone(r->v->disk)) {
-			/* F1: the failure is latched; `attach` ends it */
-			log_warn("volume %s: the disk is failed: no resync from %s onto it until "
-				 "`tandemctl attach`",
-				 r->v->name, c->peer_node);
-			repl_set_rstate(r, RR_ESTABLISHED);
-			break;
-		}
+	case HS_SYNC_TARGET:
 		r->rs_total = bm_oos_count(r->bm);
 		r->rs_pct_shown = 0;
-		if (!bm_oos_count(r->bm))
-			; /* nothing will be copied */
-		else if (disk_consistent(r->v->disk))
+		if (d.kept == HS_KEPT_TAKE)
 			cp_take(r); /* CP1: this connection applied nothing yet */
-		else
+		else if (d.kept == HS_KEPT_NONE)
 			cp_none(r, "the image was not consistent when the resync began");
 		vol_set_disk(r->v, VOL_INCONSISTENT);
 		c->target_fails = 0;
 		repl_set_rstate(r, RR_SYNCTARGET);
 		break;
-	default: break;
 	}
 	c->decided = r->rstate;
 	/* Tell the peer the state this side is in now. */
 	send_state(c);
-	/* I2: a new pair (neither holds data written by anyone, or only this
-	 * node, whose data was put on its disk before the volume was created)
-	 * gets its first primary: the first node of `nodes`. */
-	if (r->first_node && !gm.primary && !gp.primary && gp.current <= GEN_EMPTY &&
-	    (gm.current == GEN_EMPTY || (r->v->md->created && d.verdict == GEN_SOURCE)))
+	if (d.new_pair)
 		new_pair_promote(r);
 	if (r->v->role == VOL_PRIMARY)
 		peer_ping(r, c, ++r->ping_cookie); /* L2: the lease from this peer */
