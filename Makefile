@@ -228,8 +228,8 @@ install: all
 	sed 's#@PREFIX@#$(PREFIX)#g' scripts/tandem-witness.service > \
 		$(DESTDIR)$(PREFIX)/lib/systemd/system/tandem-witness.service
 
-# The Promela model of the witness protocol (docs/model/), checked with spin,
-# and the seeded mutants that it must reject.
+# The Promela models of the witness protocol and the async stream
+# (docs/model/), checked with spin, and the seeded mutants they must reject.
 model: deps
 	@bash tests/model/run.sh --full
 
