@@ -204,14 +204,18 @@ coverage:
 # freezes, link cuts, disk errors, slow disks and simulated crashes.
 # SOAK_SCHEDULES (default 500), SOAK_JOBS clusters side by side (default 2),
 # SOAK_SEED (default: from the clock, printed), SOAK_DISK_FAILURE (default
-# mixed: on-disk-failure = serve in the first cluster, handover in the second).
+# mixed: on-disk-failure = serve in the first cluster, handover in the second),
+# SOAK_REPLICATION (--replication; default mixed: sync in the first cluster,
+# async in the second, whose faults strike while the primary is ahead or
+# catching up, and whose promotions are checked for a torn write order).
 SOAK_SCHEDULES ?= 500
 SOAK_JOBS ?= 2
 SOAK_DISK_FAILURE ?= mixed
+SOAK_REPLICATION ?= mixed
 soak: all
 	@python3 tests/soak/witness_soak.py --build $(B) --schedules $(SOAK_SCHEDULES) \
 		--jobs $(SOAK_JOBS) --disk-failure $(SOAK_DISK_FAILURE) \
-		$(if $(SOAK_SEED),--seed $(SOAK_SEED))
+		--replication $(SOAK_REPLICATION) $(if $(SOAK_SEED),--seed $(SOAK_SEED))
 
 # Ten minutes of 4 KiB random writes at full speed, the witness 200 ms away:
 # no failover, no lease lost (LOAD_SECONDS to change the length).

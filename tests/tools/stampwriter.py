@@ -15,6 +15,10 @@ checker says whether an image is a prefix of that order.
       holds exactly its last write numbered <= K (zeros if none): no block is
       newer than one that is missing. With BACKLOG (bytes), also that the
       acknowledged writes missing fit in it and that some are missing.
+  Both take --first B (the blocks begin at block B, default 0) and --epoch E
+  (default none): with an epoch, each block also carries E, and a block that
+  holds another epoch's stamp counts as never written in this one (the soak
+  writes a new epoch over the same blocks in each schedule).
 """
 import os
 import random
@@ -33,7 +37,16 @@ def order(nblk):
     return (o + o[::-1]) * max(10, 40000 // (2 * nblk))
 
 
-def write(port, nblk, out, burst=None, rate=None):
+STAMP_MAGIC = 0x54414e444d535450
+
+
+def block(n, blk, epoch):
+    if epoch is None:
+        return struct.pack("<QQ", n, blk) * 256
+    return struct.pack("<QQQQ", n, blk, epoch, STAMP_MAGIC) * 128
+
+
+def write(port, nblk, out, burst=None, rate=None, first=0, epoch=None):
     writes = order(nblk)
     s, _ = connect("127.0.0.1", port)
     done = 0
@@ -48,8 +61,9 @@ def write(port, nblk, out, burst=None, rate=None):
                 ahead = t0 + (n - burst) / rate - time.monotonic()
                 if ahead > 0:
                     time.sleep(ahead)
-            data = struct.pack("<QQ", n, blk) * 256
-            s.sendall(struct.pack(">IHHQQI", 0x25609513, 0, 1, n, blk * 4096, 4096) + data)
+            data = block(n, blk, epoch)
+            s.sendall(struct.pack(">IHHQQI", 0x25609513, 0, 1, n, (first + blk) * 4096, 4096)
+                      + data)
             _, err, _ = struct.unpack(">IIQ", recvall(s, 16))
             if err:
                 sys.exit("write %d failed: %d" % (n, err))
@@ -61,20 +75,28 @@ def write(port, nblk, out, burst=None, rate=None):
         pass
 
 
-def check(img, nblk, acked, backlog):
+def prefix(data, nblk, epoch=None):
+    """(K, error): K the newest write number found in DATA (NBLK blocks),
+    error None when every block holds exactly its last write numbered <= K,
+    else what is wrong (a torn or foreign block, or not a prefix)."""
     writes = order(nblk)
-    with open(img, "rb") as f:
-        data = f.read(nblk * 4096).ljust(nblk * 4096, b"\0")
+    data = data[:nblk * 4096].ljust(nblk * 4096, b"\0")
     seen = {}
     for blk in range(nblk):
         b = data[blk * 4096:(blk + 1) * 4096]
         if b == b"\0" * 4096:
             seen[blk] = 0
             continue
-        n, bb = struct.unpack("<QQ", b[:16])
-        if (bb != blk or b != struct.pack("<QQ", n, blk) * 256 or not 1 <= n <= len(writes)
+        if epoch is None:
+            n, bb = struct.unpack("<QQ", b[:16])
+        else:
+            n, bb, e, m = struct.unpack("<QQQQ", b[:32])
+            if m == STAMP_MAGIC and e != epoch and b == struct.pack("<QQQQ", n, bb, e, m) * 128:
+                seen[blk] = 0  # an earlier epoch's: not written in this one
+                continue
+        if (bb != blk or b != block(n, blk, epoch) or not 1 <= n <= len(writes)
                 or writes[n - 1] != blk):
-            sys.exit("block %d holds a torn or foreign write (n=%d)" % (blk, n))
+            return 0, "block %d holds a torn or foreign write (n=%d)" % (blk, n)
         seen[blk] = n
     k = max(seen.values())
     want = {blk: 0 for blk in range(nblk)}
@@ -83,8 +105,18 @@ def check(img, nblk, acked, backlog):
     bad = [blk for blk in range(nblk) if seen[blk] != want[blk]]
     if bad:
         blk = bad[0]
-        sys.exit("not a prefix: newest write is %d, but block %d holds %d instead of %d "
-                 "(%d blocks wrong)" % (k, blk, seen[blk], want[blk], len(bad)))
+        return k, ("not a prefix: newest write is %d, but block %d holds %d instead of %d "
+                   "(%d blocks wrong)" % (k, blk, seen[blk], want[blk], len(bad)))
+    return k, None
+
+
+def check(img, nblk, acked, backlog, first=0, epoch=None):
+    with open(img, "rb") as f:
+        f.seek(first * 4096)
+        data = f.read(nblk * 4096)
+    k, err = prefix(data, nblk, epoch)
+    if err:
+        sys.exit(err)
     if k > acked + 1:
         sys.exit("the image holds write %d, only %d were acknowledged" % (k, acked))
     if backlog is not None:
@@ -98,12 +130,25 @@ def check(img, nblk, acked, backlog):
            " (%d lost with a backlog of %d bytes)" % (acked - k, backlog)), file=sys.stderr)
 
 
+def options(argv):
+    """--first B and --epoch E out of ARGV (the rest is positional)."""
+    opt, rest = {"first": 0, "epoch": None}, []
+    it = iter(argv)
+    for x in it:
+        if x in ("--first", "--epoch"):
+            opt[x[2:]] = int(next(it))
+        else:
+            rest.append(x)
+    return opt, rest
+
+
 if __name__ == "__main__":
-    if len(sys.argv) in (5, 7) and sys.argv[1] == "write":
-        write(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4],
-              *([int(sys.argv[5]), float(sys.argv[6])] if len(sys.argv) == 7 else []))
-    elif len(sys.argv) in (5, 6) and sys.argv[1] == "check":
-        check(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]),
-              int(sys.argv[5]) if len(sys.argv) == 6 else None)
+    opt, argv = options(sys.argv)
+    if len(argv) in (5, 7) and argv[1] == "write":
+        write(int(argv[2]), int(argv[3]), argv[4],
+              *([int(argv[5]), float(argv[6])] if len(argv) == 7 else [None, None]), **opt)
+    elif len(argv) in (5, 6) and argv[1] == "check":
+        check(argv[2], int(argv[3]), int(argv[4]),
+              int(argv[5]) if len(argv) == 6 else None, **opt)
     else:
         sys.exit(__doc__)
