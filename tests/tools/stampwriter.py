@@ -8,7 +8,9 @@ checker says whether an image is a prefix of that order.
       writes until the connection ends; ACKED_FILE always holds the number of
       the last acknowledged write (renamed into place after each one). With
       BURST and RATE: the first BURST writes as fast as they go, then RATE
-      writes a second
+      writes a second. With STAMPWRITER_ACK_LOG=FILE in the environment,
+      FILE gets a line "N TIME" for every acknowledged write N, TIME the
+      wall clock (time.time()) just after its reply arrived
   stampwriter.py check IMAGE NBLK ACKED [BACKLOG]
       exit 0 when, for the newest write number K found in IMAGE, every block
       holds exactly its last write numbered <= K (zeros if none): no block is
@@ -37,6 +39,8 @@ def write(port, nblk, out, burst=None, rate=None):
     s, _ = connect("127.0.0.1", port)
     done = 0
     t0 = None
+    log_path = os.environ.get("STAMPWRITER_ACK_LOG")
+    acklog = open(log_path, "w") if log_path else None
     try:
         for n, blk in enumerate(writes, start=1):
             if burst is not None and n > burst:
@@ -48,6 +52,8 @@ def write(port, nblk, out, burst=None, rate=None):
             data = struct.pack("<QQ", n, blk) * 256
             s.sendall(struct.pack(">IHHQQI", 0x25609513, 0, 1, n, blk * 4096, 4096) + data)
             _, err, _ = struct.unpack(">IIQ", recvall(s, 16))
+            if acklog and not err:
+                acklog.write("%d %.6f\n" % (n, time.time()))
             if err:
                 sys.exit("write %d failed: %d" % (n, err))
             done = n
@@ -56,6 +62,9 @@ def write(port, nblk, out, burst=None, rate=None):
             os.rename(out + ".tmp", out)
     except (ConnectionError, OSError):
         pass
+    finally:
+        if acklog:
+            acklog.close()
 
 
 def check(img, nblk, acked, backlog):
