@@ -9,7 +9,9 @@ checker says whether an image is a prefix of that order.
       the last acknowledged write (renamed into place after each one). With
       BURST and RATE: the first BURST writes as fast as they go (fewer, if
       the file named by $STAMP_BURST_STOP appears first), then RATE writes a
-      second
+      second. With STAMPWRITER_ACK_LOG=FILE in the environment, FILE gets a
+      line "N TIME" for every acknowledged write N, TIME the wall clock
+      (time.time()) just after its reply arrived
   stampwriter.py check IMAGE NBLK ACKED [BACKLOG]
       exit 0 when, for the newest write number K found in IMAGE, every block
       holds exactly its last write numbered <= K (zeros if none): no block is
@@ -52,6 +54,8 @@ def write(port, nblk, out, burst=None, rate=None, first=0, epoch=None):
     done = 0
     t0 = None
     stop = os.environ.get("STAMP_BURST_STOP")
+    log_path = os.environ.get("STAMPWRITER_ACK_LOG")
+    acklog = open(log_path, "w") if log_path else None
     try:
         for n, blk in enumerate(writes, start=1):
             if burst is not None and (n > burst or (stop and n % 16 == 0 and os.path.exists(stop))):
@@ -65,6 +69,8 @@ def write(port, nblk, out, burst=None, rate=None, first=0, epoch=None):
             s.sendall(struct.pack(">IHHQQI", 0x25609513, 0, 1, n, (first + blk) * 4096, 4096)
                       + data)
             _, err, _ = struct.unpack(">IIQ", recvall(s, 16))
+            if acklog and not err:
+                acklog.write("%d %.6f\n" % (n, time.time()))
             if err:
                 sys.exit("write %d failed: %d" % (n, err))
             done = n
@@ -73,6 +79,9 @@ def write(port, nblk, out, burst=None, rate=None, first=0, epoch=None):
             os.rename(out + ".tmp", out)
     except (ConnectionError, OSError):
         pass
+    finally:
+        if acklog:
+            acklog.close()
 
 
 def prefix(data, nblk, epoch=None):
