@@ -1408,6 +1408,88 @@ static void test_async_peer_disk_fails(void **state)
 	pair_close(&p);
 }
 
+/* ---- the async stream overflowing: catch-up resyncs ---- */
+
+#define AS_W (32 * KIB) /* one stream write */
+#define AS_FILL 96u     /* writes that fill the 3 MiB backlog of async_pair */
+#define AS_SLOT(k) ((uint64_t)(k)*AS_W)
+
+/* An async pair in sync with async-backlog 3M: of AS_FILL writes made while
+ * the link is plugged, 1 MiB is handed to the connection (AB_NET_MAX) and
+ * the rest waits in a's queue; one more overflows it (ahead). */
+static void async_pair(struct pair *p)
+{
+	char msg[256];
+
+	connect_empty_pair(p);
+	assert_int_equal(repl_set(p->n[NA].v->repl, "async-backlog", "3M", msg, sizeof(msg)), 0);
+	assert_int_equal(repl_set(p->n[NA].v->repl, "replication", "async", msg, sizeof(msg)), 0);
+	WAIT_FOR(p, status(p, NB).async);
+}
+
+/* A write of AS_W bytes of fill at slot k on a, waited for (an async write
+ * completes on a's disk alone). */
+static void as_write(struct pair *p, struct wio *w, unsigned k, uint8_t fill)
+{
+	submit_write(p, NA, w, AS_SLOT(k), AS_W, fill);
+	WAIT_FOR(p, w->done);
+	assert_int_equal(w->res, 0);
+}
+
+/* AS_FILL writes at slots base.. (fill, fill + 1, ...), in that order. */
+static void as_fill(struct pair *p, struct wio *w, unsigned base, uint8_t fill)
+{
+	for (unsigned k = 0; k < AS_FILL; k++)
+		submit_write(p, NA, &w[k], AS_SLOT(base + k), AS_W, (uint8_t)(fill + k));
+	for (unsigned k = 0; k < AS_FILL; k++) {
+		WAIT_FOR(p, w[k].done);
+		assert_int_equal(w[k].res, 0);
+	}
+}
+
+static void as_free(struct wio *w, unsigned n)
+{
+	for (unsigned k = 0; k < n; k++)
+		free(w[k].buf);
+}
+
+/* CP1: b keeps its image once the writes before RS_START are applied, and
+ * reads nothing more until then: the resync data right behind RS_START,
+ * already received, is not applied while those writes are still going to
+ * b's disk (it would be in the kept image, which is then no prefix). */
+static void test_rs_start_pause_stops_reading(void **state)
+{
+	struct pair p;
+	struct wio w[AS_FILL], x;
+	struct rec_bs *rb;
+	int rs_at;
+	(void)state;
+
+	async_pair(&p);
+	rb = rec_wrap(p.n[NB].v);
+	stub_plug(a_conn(), true);
+	as_fill(&p, w, 0, 0x10);
+	as_write(&p, &x, 127, 0x01);
+	WAIT_FOR(&p, status(&p, NA).rep == RR_SYNCSOURCE && stub_queued(a_conn(), true) > 0);
+	rb->hold = true; /* b's writes stay in flight */
+	stub_plug(a_conn(), false);
+	WAIT_FOR(&p, status(&p, NB).rep == RR_SYNCTARGET);
+	run_for(&p, 30);
+	assert_int_equal(rec_find(rb, 0, 'S', BS_WRITE, AS_SLOT(127)), -1);
+	rec_release(rb);
+	WAIT_FOR(&p, in_sync(&p) && status(&p, NA).backlog_bytes == 0);
+	rs_at = rec_find(rb, 0, 'S', BS_WRITE, AS_SLOT(127));
+	assert_true(rs_at >= 0);
+	for (unsigned k = 0; k < AS_FILL; k++) {
+		int c = rec_find(rb, 0, 'C', BS_WRITE, AS_SLOT(k));
+		assert_true(c >= 0 && c < rs_at);
+	}
+	assert_same_data(&p);
+	as_free(w, AS_FILL);
+	free(x.buf);
+	pair_close(&p);
+}
+
 /* A store that cannot zero a range (fallocate refuses it: EOPNOTSUPP) gets
  * zeros written instead, 1 MiB at a time: the ZERO (FUA) completes without
  * an error, the range reads zeros on both nodes, the disk stays up to date. */
@@ -2200,6 +2282,7 @@ int main(void)
 		cmocka_unit_test(test_protocol_violations),
 		cmocka_unit_test(test_disk_admin_refusals),
 		cmocka_unit_test(test_async_peer_disk_fails),
+		cmocka_unit_test(test_rs_start_pause_stops_reading),
 		cmocka_unit_test(test_zero_fallback),
 		cmocka_unit_test(test_vol_open_refusals),
 		cmocka_unit_test(test_handshake_refusals),
