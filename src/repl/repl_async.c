@@ -220,7 +220,7 @@ void ab_conn_lost(struct repl *r)
 	if (any)
 		gen_branch(r);
 	r->ab_ahead = false;
-	r->rs_start_wait = false; /* the handshake copies what is marked */
+	r->rs_start_wait = false;     /* the handshake copies what is marked */
 	ev_defer(r->ev, &r->ab_kick); /* waiting writes go on without the peer */
 }
 

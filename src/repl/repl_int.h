@@ -287,7 +287,7 @@ struct repl {
 	uint64_t ab_net_bytes;   /* handed to the connection, not yet written */
 	uint64_t ab_share_bytes; /* stream sent since the last resync request (A5) */
 	uint64_t ab_behind_ns;   /* the peer lacks writes not streamed since; 0 it does not */
-	uint64_t ab_sn;          /* the stream number the next entry gets (A7) */
+	uint64_t ab_sn;          /* the stream number of the next entry (A7) */
 	uint64_t rs_need_sn;     /* A8: entries below this number were made before a resync
 				    read: RS_DONE waits until the peer has applied them */
 	bool rs_start_wait;      /* A9: RS_START waits for the entries queued before it */
