@@ -385,7 +385,10 @@ static void on_rx(struct net_conn *nc)
 {
 	struct rconn *c = container_of(nc, struct rconn, peer.net);
 
-	while (!c->aborted && !nc->closing) {
+	/* A handler that paused reading (RS_START's CP1, the apply limit)
+	 * stops it here too: the messages already buffered wait for
+	 * net_rx_resume like those still in the socket. */
+	while (!c->aborted && !nc->closing && !nc->rx_paused) {
 		size_t avail = net_rx_avail(nc);
 		uint32_t need;
 		int k;

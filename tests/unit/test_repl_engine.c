@@ -1408,6 +1408,399 @@ static void test_async_peer_disk_fails(void **state)
 	pair_close(&p);
 }
 
+/* ---- the async stream overflowing: catch-up resyncs (CP1, A7-A10) ---- */
+
+#define AS_W (32 * KIB) /* one stream write */
+#define AS_FILL 96u     /* writes that fill the 3 MiB backlog of async_pair */
+#define AS_SLOT(k) ((uint64_t)(k)*AS_W)
+
+/* An async pair in sync with async-backlog 3M: of AS_FILL writes made while
+ * the link is plugged, 1 MiB is handed to the connection (AB_NET_MAX) and
+ * the rest waits in a's queue; one more overflows it (ahead). */
+static void async_pair(struct pair *p)
+{
+	char msg[256];
+
+	connect_empty_pair(p);
+	assert_int_equal(repl_set(p->n[NA].v->repl, "async-backlog", "3M", msg, sizeof(msg)), 0);
+	assert_int_equal(repl_set(p->n[NA].v->repl, "replication", "async", msg, sizeof(msg)), 0);
+	WAIT_FOR(p, status(p, NB).async);
+}
+
+/* A write of AS_W bytes of fill at slot k on a, waited for (an async write
+ * completes on a's disk alone). */
+static void as_write(struct pair *p, struct wio *w, unsigned k, uint8_t fill)
+{
+	submit_write(p, NA, w, AS_SLOT(k), AS_W, fill);
+	WAIT_FOR(p, w->done);
+	assert_int_equal(w->res, 0);
+}
+
+/* AS_FILL writes at slots base.. (fill, fill + 1, ...), in that order. */
+static void as_fill(struct pair *p, struct wio *w, unsigned base, uint8_t fill)
+{
+	for (unsigned k = 0; k < AS_FILL; k++)
+		submit_write(p, NA, &w[k], AS_SLOT(base + k), AS_W, (uint8_t)(fill + k));
+	for (unsigned k = 0; k < AS_FILL; k++) {
+		WAIT_FOR(p, w[k].done);
+		assert_int_equal(w[k].res, 0);
+	}
+}
+
+static void as_free(struct wio *w, unsigned n)
+{
+	for (unsigned k = 0; k < n; k++)
+		free(w[k].buf);
+}
+
+/* What a sent on its connection, parsed (one buffer for all callers). */
+static struct wmsg *a_wire(unsigned *n)
+{
+	static struct wmsg m[8192];
+
+	*n = wire(a_conn(), m, 8192);
+	return m;
+}
+
+/* A store in front of a volume's that holds the requests of one type
+ * overlapping a range while `on` (rec_bs holds them, in order, until
+ * rec_release). */
+static struct {
+	bool on;
+	enum bs_op type;
+	uint64_t off, len;
+} hold_range;
+
+static void hold_range_submit(struct bs *bs, struct bs_io *io)
+{
+	struct rec_bs *r = container_of(bs, struct rec_bs, bs);
+
+	r->hold = hold_range.on && io->type == hold_range.type &&
+		  io->off < hold_range.off + hold_range.len && hold_range.off < io->off + io->len;
+	rec_submit(bs, io);
+	r->hold = false;
+}
+
+static const struct bs_ops hold_range_ops = {
+	.name = "holding",
+	.submit = hold_range_submit,
+	.block_status = rec_block_status,
+	.sync = rec_sync,
+	.close = rec_close,
+};
+
+static struct rec_bs *hold_range_wrap(struct vol *v, enum bs_op type, uint64_t off, uint64_t len)
+{
+	struct rec_bs *r = rec_wrap(v);
+
+	r->bs.ops = &hold_range_ops;
+	hold_range.on = true;
+	hold_range.type = type;
+	hold_range.off = off;
+	hold_range.len = len;
+	return r;
+}
+
+static void hold_range_release(struct rec_bs *r)
+{
+	hold_range.on = false;
+	rec_release(r);
+}
+
+/* Plugs a's link right behind the first resync data (RS_DATA, RS_ZERO) it
+ * sends once armed: what a queues after it waits, as behind a full socket,
+ * while b gets what went before. */
+static struct {
+	bool armed, fired;
+} plug_rs;
+
+static void plug_after_rs_data(struct stub_conn *to, uint8_t *buf, size_t len)
+{
+	struct repl_hdr h;
+	uint16_t t;
+
+	if (!plug_rs.armed || !to->accepted || len < sizeof(h))
+		return;
+	memcpy(&h, buf, sizeof(h));
+	t = le16toh(h.type);
+	if (t == REPL_RS_DATA || t == REPL_RS_ZERO) {
+		stub_plug(to->peer, true);
+		plug_rs.armed = false;
+		plug_rs.fired = true;
+	}
+}
+
+/* What a's backlog held when b's disk turned up to date. */
+static struct {
+	bool seen;
+	uint64_t a_backlog;
+	unsigned a_rep;
+} b_up;
+
+static void note_b_uptodate(struct pair *p, unsigned node, const char *json)
+{
+	if (node == NB && !b_up.seen && strstr(json, "\"event\":\"disk\"") &&
+	    strstr(json, "\"to\":\"uptodate\"")) {
+		b_up.seen = true;
+		b_up.a_backlog = status(p, NA).backlog_bytes;
+		b_up.a_rep = status(p, NA).rep;
+	}
+}
+
+/* CP1: b keeps its image once the writes before RS_START are applied, and
+ * reads nothing more until then: the resync data right behind RS_START,
+ * already received, is not applied while those writes are still going to
+ * b's disk (it would be in the kept image, which is then no prefix). */
+static void test_rs_start_pause_stops_reading(void **state)
+{
+	struct pair p;
+	struct wio w[AS_FILL], x;
+	struct rec_bs *rb;
+	int rs_at;
+	(void)state;
+
+	async_pair(&p);
+	rb = rec_wrap(p.n[NB].v);
+	stub_plug(a_conn(), true);
+	as_fill(&p, w, 0, 0x10);
+	as_write(&p, &x, 127, 0x01);
+	WAIT_FOR(&p, status(&p, NA).rep == RR_SYNCSOURCE && stub_queued(a_conn(), true) > 0);
+	rb->hold = true; /* b's writes stay in flight */
+	stub_plug(a_conn(), false);
+	WAIT_FOR(&p, status(&p, NB).rep == RR_SYNCTARGET);
+	run_for(&p, 30);
+	assert_int_equal(rec_find(rb, 0, 'S', BS_WRITE, AS_SLOT(127)), -1);
+	rec_release(rb);
+	WAIT_FOR(&p, in_sync(&p) && status(&p, NA).backlog_bytes == 0);
+	rs_at = rec_find(rb, 0, 'S', BS_WRITE, AS_SLOT(127));
+	assert_true(rs_at >= 0);
+	for (unsigned k = 0; k < AS_FILL; k++) {
+		int c = rec_find(rb, 0, 'C', BS_WRITE, AS_SLOT(k));
+		assert_true(c >= 0 && c < rs_at);
+	}
+	assert_same_data(&p);
+	as_free(w, AS_FILL);
+	free(x.buf);
+	pair_close(&p);
+}
+
+/* A7, A8: the catch-up resync that started when a went ahead is still
+ * copying (b's disk holds its data of slot 127) when the stream overflows
+ * again: slot 42 is marked while a's queue still holds an older entry of
+ * slot 42 and 53 entries after it. The resync read of slot 42 goes only
+ * behind that entry (A7); RS_DONE, and b's uptodate, only once b has
+ * acknowledged every entry made before that read (A8), although the read's
+ * data reached b long before the rest of the queue. */
+static void test_async_done_waits_for_older_stream(void **state)
+{
+	struct pair p;
+	struct wio w1[AS_FILL], w2[AS_FILL], x, y;
+	struct rec_bs *rb;
+	struct wmsg *m;
+	unsigned n, nwr = 0, nstart = 0;
+	int done_at = -1, old42_at = -1, rs42_at = -1;
+	(void)state;
+
+	async_pair(&p);
+	rb = hold_range_wrap(p.n[NB].v, BS_WRITE, AS_SLOT(127), AS_W);
+	/* first overflow: a goes ahead, the resync of slot 127 starts */
+	stub_plug(a_conn(), true);
+	as_fill(&p, w1, 0, 0x10);
+	as_write(&p, &x, 127, 0x01);
+	WAIT_FOR(&p, status(&p, NA).rep == RR_SYNCSOURCE && stub_queued(a_conn(), true) > 0);
+	stub_plug(a_conn(), false);
+	/* the stream drains; slot 127's resync data waits in b's store */
+	WAIT_FOR(&p, !status(&p, NA).ahead && status(&p, NA).backlog_bytes == 0 &&
+			     rec_find(rb, 0, 'S', BS_WRITE, AS_SLOT(127)) >= 0);
+	assert_int_equal(status(&p, NA).rep, RR_SYNCSOURCE);
+	assert_int_equal(p.n[NB].v->disk, VOL_INCONSISTENT);
+	/* second overflow, at slot 42, whose entry waits in a's queue */
+	stub_plug(a_conn(), true);
+	as_fill(&p, w2, 0, 0xa0);
+	as_write(&p, &y, 42, 0x02);
+	WAIT_FOR(&p, stub_queued(a_conn(), true) > 0); /* slot 42's resync data */
+	hold_range_release(rb);
+	WAIT_FOR(&p, status(&p, NA).out_of_sync_bytes == AS_W); /* slot 127 is done */
+	/* the link lets through what a handed to it before that resync data,
+	 * and the data; then it is plugged again */
+	memset(&b_up, 0, sizeof(b_up));
+	p.on_event = note_b_uptodate;
+	memset(&plug_rs, 0, sizeof(plug_rs));
+	plug_rs.armed = true;
+	stub_set_tamper(plug_after_rs_data);
+	stub_plug(a_conn(), false);
+	WAIT_FOR(&p, plug_rs.fired && status(&p, NA).out_of_sync_bytes == 0);
+	run_for(&p, 50); /* what a does once b acknowledged slot 42's data */
+	stub_set_tamper(NULL);
+	/* nothing is left to copy, but older entries are not yet acknowledged:
+	 * the resync goes on (A8) */
+	assert_int_equal(status(&p, NA).rep, RR_SYNCSOURCE);
+	assert_true(status(&p, NA).backlog_bytes > 0);
+	assert_false(b_up.seen);
+	stub_plug(a_conn(), false);
+	WAIT_FOR(&p, in_sync(&p) && status(&p, NA).backlog_bytes == 0);
+	p.on_event = NULL;
+	/* b turned up to date only with every entry acknowledged */
+	assert_true(b_up.seen);
+	assert_int_equal(b_up.a_backlog, 0);
+	m = a_wire(&n);
+	for (unsigned i = 0; i < n; i++) {
+		if (m[i].type == REPL_RS_START)
+			nstart++;
+		if (m[i].type == REPL_RS_DONE) {
+			assert_int_equal(done_at, -1); /* one resync, one RS_DONE */
+			done_at = (int)i;
+		}
+		if (m[i].type == REPL_WRITE) {
+			nwr++;
+			/* every entry was made before the last resync read */
+			if (done_at >= 0)
+				fail_msg("WRITE at %llu went after RS_DONE",
+					 (unsigned long long)m[i].off);
+			if (m[i].off == AS_SLOT(42) && m[i].data[0] == 0xa0 + 42)
+				old42_at = (int)i;
+		}
+		if (m[i].type == REPL_RS_DATA && m[i].off <= AS_SLOT(42) &&
+		    m[i].off + m[i].len > AS_SLOT(42))
+			rs42_at = (int)i;
+	}
+	assert_int_equal(nstart, 1);
+	assert_int_equal(nwr, 2 * AS_FILL);
+	assert_true(done_at >= 0 && old42_at >= 0 && rs42_at >= 0);
+	assert_true(old42_at < rs42_at); /* A7 */
+	assert_int_equal(m[rs42_at].data[0], 0x02);
+	assert_bytes(&p, NB, AS_SLOT(42), AS_W, 0x02);
+	assert_bytes(&p, NB, AS_SLOT(127), AS_W, 0x01);
+	assert_same_data(&p);
+	as_free(w1, AS_FILL);
+	as_free(w2, AS_FILL);
+	free(x.buf);
+	free(y.buf);
+	pair_close(&p);
+}
+
+/* A9: the write that overflows the backlog starts the resync (RS_START)
+ * only behind every entry queued before it, so that b, which keeps a
+ * consistent image from RS_START on, keeps one with all of them. */
+static void test_async_rs_start_behind_queue(void **state)
+{
+	struct pair p;
+	struct wio w[AS_FILL], x;
+	struct wmsg *m;
+	unsigned n, nwr = 0;
+	int start_at = -1;
+	(void)state;
+
+	async_pair(&p);
+	stub_plug(a_conn(), true);
+	as_fill(&p, w, 0, 0x10);
+	/* 1 MiB of it is on the connection, the rest in a's queue */
+	assert_true(stub_queued(a_conn(), false) < AS_FILL);
+	as_write(&p, &x, 127, 0x01);
+	WAIT_FOR(&p, status(&p, NA).rep == RR_SYNCSOURCE);
+	stub_plug(a_conn(), false);
+	WAIT_FOR(&p, in_sync(&p) && status(&p, NA).backlog_bytes == 0);
+	m = a_wire(&n);
+	for (unsigned i = 0; i < n; i++) {
+		if (m[i].type == REPL_RS_START) {
+			assert_int_equal(start_at, -1);
+			start_at = (int)i;
+			assert_int_equal(nwr, AS_FILL); /* every entry before it */
+		}
+		if (m[i].type == REPL_WRITE)
+			nwr++;
+	}
+	assert_true(start_at >= 0);
+	assert_int_equal(nwr, AS_FILL);
+	assert_bytes(&p, NB, AS_SLOT(127), AS_W, 0x01);
+	assert_same_data(&p);
+	as_free(w, AS_FILL);
+	free(x.buf);
+	pair_close(&p);
+}
+
+/* A9: a write that overflows the backlog while a verify runs stops the
+ * verify and starts the resync: RS_START reaches b before any later write
+ * (b's verify reads are held, so the verify alone would never end). */
+static void test_async_overflow_stops_verify(void **state)
+{
+	struct pair p;
+	struct wio w[AS_FILL], x, z;
+	struct rec_bs *rb;
+	struct wmsg *m;
+	unsigned n;
+	int start_at = -1, z_at = -1;
+	char msg[256];
+	(void)state;
+
+	async_pair(&p);
+	rb = hold_range_wrap(p.n[NB].v, BS_READ, 0, VOL_SIZE);
+	assert_int_equal(repl_verify(p.n[NA].v->repl, msg, sizeof(msg)), 0);
+	WAIT_FOR(&p, rec_find(rb, 0, 'S', BS_READ, UINT64_MAX) >= 0);
+	assert_string_equal(status(&p, NA).verify, "running");
+	/* (the writes stay clear of the regions b is reading for it: b
+	 * applies a write after the reads of its region that came before) */
+	stub_plug(a_conn(), true);
+	as_fill(&p, w, 16, 0x10);
+	as_write(&p, &x, 127, 0x01); /* overflows: b lacks it from now on */
+	stub_plug(a_conn(), false);
+	WAIT_FOR(&p, !status(&p, NA).ahead && status(&p, NA).backlog_bytes == 0);
+	as_write(&p, &z, 120, 0x03); /* streamed again */
+	WAIT_FOR(&p, count_type(a_conn(), REPL_WRITE) == AS_FILL + 1);
+	assert_string_equal(status(&p, NA).verify, "aborted");
+	m = a_wire(&n);
+	for (unsigned i = 0; i < n; i++) {
+		if (m[i].type == REPL_RS_START && start_at < 0)
+			start_at = (int)i;
+		if (m[i].type == REPL_WRITE && m[i].off == AS_SLOT(120))
+			z_at = (int)i;
+	}
+	assert_true(z_at >= 0);
+	if (start_at < 0 || start_at > z_at)
+		fail_msg("a later WRITE reached b before RS_START (RS_START at %d, WRITE at %d)",
+			 start_at, z_at);
+	hold_range_release(rb);
+	WAIT_FOR(&p, in_sync(&p) && status(&p, NA).backlog_bytes == 0);
+	assert_bytes(&p, NB, AS_SLOT(127), AS_W, 0x01);
+	assert_bytes(&p, NB, AS_SLOT(120), AS_W, 0x03);
+	assert_same_data(&p);
+	as_free(w, AS_FILL);
+	free(x.buf);
+	free(z.buf);
+	pair_close(&p);
+}
+
+/* A10: the lag counts from the oldest write b lacks: entries queued 300 ms
+ * before a later write overflowed the backlog (and was marked) are older
+ * than the marking. */
+static void test_async_lag_from_oldest_entry(void **state)
+{
+	struct pair p;
+	struct wio w[AS_FILL], x;
+	uint64_t t0;
+	double lag, age;
+	(void)state;
+
+	async_pair(&p);
+	stub_plug(a_conn(), true);
+	t0 = now_ns();
+	as_fill(&p, w, 0, 0x10);
+	run_for(&p, 300);
+	as_write(&p, &x, 127, 0x01);
+	assert_true(status(&p, NA).ahead);
+	lag = status(&p, NA).lag_seconds;
+	age = (double)(now_ns() - t0) / 1e9;
+	if (lag < 0.29 || lag > age + 0.01)
+		fail_msg("lag %.3f s; the oldest entry is %.3f s old", lag, age);
+	stub_plug(a_conn(), false);
+	WAIT_FOR(&p, in_sync(&p) && status(&p, NA).backlog_bytes == 0 &&
+			     status(&p, NA).lag_seconds == 0);
+	assert_same_data(&p);
+	as_free(w, AS_FILL);
+	free(x.buf);
+	pair_close(&p);
+}
+
 /* A store that cannot zero a range (fallocate refuses it: EOPNOTSUPP) gets
  * zeros written instead, 1 MiB at a time: the ZERO (FUA) completes without
  * an error, the range reads zeros on both nodes, the disk stays up to date. */
@@ -2200,6 +2593,11 @@ int main(void)
 		cmocka_unit_test(test_protocol_violations),
 		cmocka_unit_test(test_disk_admin_refusals),
 		cmocka_unit_test(test_async_peer_disk_fails),
+		cmocka_unit_test(test_rs_start_pause_stops_reading),
+		cmocka_unit_test(test_async_done_waits_for_older_stream),
+		cmocka_unit_test(test_async_rs_start_behind_queue),
+		cmocka_unit_test(test_async_overflow_stops_verify),
+		cmocka_unit_test(test_async_lag_from_oldest_entry),
 		cmocka_unit_test(test_zero_fallback),
 		cmocka_unit_test(test_vol_open_refusals),
 		cmocka_unit_test(test_handshake_refusals),
