@@ -66,8 +66,13 @@
  *   MUT_ALONE_STALE_GEN       N1 as before: a write in a generation branched
  *                             since the acknowledged report is acknowledged
  *                             alone (the record's gen lags the data)
+ *   MUT_FORCE_BEFORE_GRANT    N8a skipped (C before it): `primary --force`
+ *                             stops the resync and declares the disk up to
+ *                             date before it asks the witness; a refused
+ *                             claim leaves the node changed
  * C had W1_ANY, ADMIN_FORCE and ADMIN_LATCH until the model found them
- * (README, "Findings"); W2_KEEP_GEN shows why W2 records the gen released.
+ * (README, "Findings"); W2_KEEP_GEN shows why W2 records the gen released
+ * (W5: unless the releaser lacks the recorded gen, N13).
  * WIT_CLOSE_AT_ONCE, PEER_CLOSE_AT_ONCE, HS_BOTH_STEP_DOWN,
  * RELEASE_WITHDRAWN and ALONE_STALE_GEN are the rules of issue 22 as first
  * written, before the model found their holes (README, "Findings").
@@ -79,7 +84,7 @@
  *                     record names no primary (quorum_peer_lost) is right
  *                     (availability, not safety; holds at the bounds)
  * Other switches: MSG_LOSS (a message lost while its session stays up),
- * PROBE=1..5 (a state that must be reachable, at the end of this file), and
+ * PROBE=1..9 (a state that must be reachable, at the end of this file), and
  * the bounds and kinds below.
  */
 
@@ -263,8 +268,9 @@
 #define PCCAP 2
 chan tw[2] = [TWCAP] of { byte, byte, byte, byte, byte, byte, byte, byte };
 /* witness -> node n: type, result, reason, the record's primary, the flags
- * of the message it answers (w_rep_ring by seq in C) and its tag */
-chan fw[2] = [FWCAP] of { byte, byte, byte, byte, byte, byte };
+ * of the message it answers (w_rep_ring by seq in C), its tag, and the
+ * record's gen (struct wit_verdict gen, N13) */
+chan fw[2] = [FWCAP] of { byte, byte, byte, byte, byte, byte, byte };
 /* to node n over the peer link: type, a write or a data set, a generation */
 chan pc[2] = [PCCAP] of { byte, byte, byte };
 
@@ -296,12 +302,16 @@ byte rep_gen[2];      /* r->w_rep_gen */
 byte nsync[2];        /* REPORTs with SYNCED sent whose answer is not back */
 bool alone[2];        /* r->w_alone_seq > r->w_synced_seq */
 byte w_primary[2];    /* r->w_primary */
+byte w_rgen[2];       /* r->w_rec_gen: the record's gen as last heard (N13);
+                       * 0 while w_heard is false */
 bool w_heard[2];      /* r->w_heard */
 byte claim_want[2];   /* r->w_claim_want */
 bool claim_out[2];    /* r->w_claim_seq != 0 */
 byte claim_result[2]; /* r->w_claim_result: 0 none, 2 refused (-errno) */
 bool claim_force[2];  /* r->w_claim_force: the admin claim is `primary --force`'s */
 bool w_release[2];    /* r->w_release */
+bool fdecl[2];        /* (a check of N8a) --force changed this node, not yet
+                       * promoted: set by force_prepare, cleared by promote_now */
 /* the lease (L1): held while its deadline is ahead; an explicit step lets it
  * run out (time is not modelled). Only a primary holds one. */
 bool lw[2];           /* renewed by the witness: an ok REPORT_ACK of a primary
@@ -374,6 +384,15 @@ byte wiped;    /* bit n: node n restarted with empty metadata (P4 not promised) 
 	!(pl && role[OTHER(n)] == VOL_PRIMARY) && PEER_LEASE_GONE(n))
 /* named_self (repl_quorum.c): the record, as last heard, names this node */
 #define NAMED_SELF(n) (w_heard[n] && w_primary[n] == (n))
+/* holds_rec_gen (repl_quorum.c): the node holds the record's gen as last
+ * heard, as the witness judges it (holds_gen) on what make_msg sends */
+#define HOLDS_REC_GEN(n) (w_rgen[n] <= GEN_EMPTY || gcur[n] == w_rgen[n] || gh0[n] == w_rgen[n] || \
+	gh1[n] == w_rgen[n] || gh2[n] == w_rgen[n] || MSG_H3(n) == w_rgen[n])
+/* release_unheld (repl_quorum.c), N13: named, a secondary, without the
+ * recorded gen, its peer connected and the connection established (the
+ * resync that could bring that gen is over): it releases the record */
+#define UNHELD(n) (w_up[n] && NAMED_SELF(n) && !w_release[n] && role[n] == VOL_SECONDARY && pl && \
+	rstate[n] == RR_ESTABLISHED && !HOLDS_REC_GEN(n))
 /* may_claim (repl_quorum.c): failover auto, secondary, disk up to date or
  * consistent, not a sync target; no peer connected, or (N7) the record
  * names it and its connected peer is a secondary in sync with it */
@@ -510,6 +529,7 @@ inline session_reset_node(n)
 	rep_gen[n] = 0;
 	w_heard[n] = false;
 	w_primary[n] = NONE;
+	w_rgen[n] = 0;
 	alone[n] = false;
 	claim_out[n] = false;
 	nsync[n] = 0;
@@ -523,7 +543,7 @@ inline flush_w(n)
 	:: empty(tw[n]) -> break
 	od;
 	do
-	:: fw[n]?_, _, _, _, _, _
+	:: fw[n]?_, _, _, _, _, _, _
 	:: empty(fw[n]) -> break
 	od
 }
@@ -592,12 +612,12 @@ inline mark_w(n, b, claims_only)
 	tk = len(fw[n]);
 	do
 	:: tk > 0 ->
-		fw[n]?t0, t1, t2, t3, t4, t5;
+		fw[n]?t0, t1, t2, t3, t4, t5, t6;
 		if
 		:: !(claims_only) || t0 == WIT_CLAIM_REPLY -> t5 = t5 | (b)
 		:: else -> skip
 		fi;
-		fw[n]!t0, t1, t2, t3, t4, t5;
+		fw[n]!t0, t1, t2, t3, t4, t5, t6;
 		tk--
 	:: else -> break
 	od;
@@ -621,7 +641,11 @@ inline send_report(n, f)
 	/* Q5: a release empties the record (W2); until its answer, what was
 	 * heard (this node named) must not make it claim again */
 	if
-	:: f & WIT_F_RELEASE -> w_heard[n] = false; w_primary[n] = NONE; mark_w(n, TAG_STALE, false)
+	:: f & WIT_F_RELEASE ->
+		w_heard[n] = false;
+		w_primary[n] = NONE;
+		w_rgen[n] = 0;
+		mark_w(n, TAG_STALE, false)
 	:: else -> skip
 	fi;
 #ifdef MUT_ACK_BEFORE_REPORT
@@ -681,10 +705,25 @@ inline kick_claim(n, f)
 	fi
 }
 
+/* release_unheld (repl_quorum.c), N13: taken only when UNHELD; the
+ * REPORT with RELEASE follows (W2, W5: the witness keeps its gen) */
+inline release_unheld(n)
+{
+	printf("%c: named without the recorded gen %d: releases the record\n", 'A' + n, w_rgen[n]);
+#if defined(PROBE) && PROBE == 9
+	assert(false); /* probe 9: a named node without the recorded gen releases (N13) */
+#endif
+	w_release[n] = true
+}
+
 /* quorum_kick (repl_quorum.c), called at once after the events that call
  * it in C; the tick (the Node's own steps) does the same later otherwise */
 inline quorum_kick(n, f)
 {
+	if
+	:: UNHELD(n) -> release_unheld(n)
+	:: else -> skip
+	fi;
 	if
 	:: REPORT_NEEDED(n) && (len(tw[n]) < TWCAP) -> send_report(n, f)
 	:: else -> skip
@@ -702,6 +741,7 @@ inline quorum_peer_role(n)
 {
 	w_heard[n] = false;
 	w_primary[n] = NONE; /* (not read while w_heard is false) */
+	w_rgen[n] = 0;
 	mark_w(n, TAG_STALE, false); /* Q5: an answer still on its way is as stale */
 	rep_valid[n] = false;
 	rep_flags[n] = 0;
@@ -845,6 +885,7 @@ inline promote_now(n)
 	mdprim[n] = true;
 	role[n] = VOL_PRIMARY;
 	w_release[n] = false;
+	fdecl[n] = false;
 	if
 	:: pl -> quorum_peer_role(OTHER(n)) /* send_state */
 	:: else -> skip
@@ -920,10 +961,10 @@ inline answer_claim(n, outc, reason)
 		:: else -> skip
 		fi;
 		printf("W: grants the claim of %c; record %d gen %d\n", 'A' + n, rp, rgen);
-		fw[n]!WIT_CLAIM_REPLY, WIT_R_OK, WIT_NONE, rp, pend_flags[n], pend_tag[n]
+		fw[n]!WIT_CLAIM_REPLY, WIT_R_OK, WIT_NONE, rp, pend_flags[n], pend_tag[n], rgen
 	:: else ->
 		printf("W: denies the claim of %c: %d\n", 'A' + n, reason);
-		fw[n]!WIT_CLAIM_REPLY, WIT_R_DENIED, reason, rp, pend_flags[n], pend_tag[n]
+		fw[n]!WIT_CLAIM_REPLY, WIT_R_DENIED, reason, rp, pend_flags[n], pend_tag[n], rgen
 	fi;
 	pend_on[n] = false;
 	pend_flags[n] = 0;
@@ -980,7 +1021,13 @@ inline wit_handle(n)
 		:: !(mf & WIT_F_PRIMARY) && (mf & WIT_F_RELEASE) && rp == n ->
 			rp = NONE; /* W2: synced stays, gen is the data it leaves */
 #ifndef MUT_W2_KEEP_GEN
-			rgen = mg;
+			/* W5: only if it holds the recorded gen; a named node
+			 * without the recorded data (N13) leaves data that is not
+			 * the recorded one: gen and synced stay */
+			if
+			:: MSG_HOLDS(rgen) -> rgen = mg
+			:: else -> skip
+			fi;
 #endif
 			if
 			:: repoch < 3 -> repoch++
@@ -990,9 +1037,9 @@ inline wit_handle(n)
 		fi;
 		printf("W: REPORT of %c: result %d; record %d gen %d synced %d\n", 'A' + n, res, rp,
 		       rgen, rsync);
-		fw[n]!WIT_REPORT_ACK, res, reason, rp, mf, mtag
+		fw[n]!WIT_REPORT_ACK, res, reason, rp, mf, mtag, rgen
 	:: mt == WIT_PING ->
-		fw[n]!WIT_PONG, WIT_R_OK, WIT_NONE, NONE, 0, mtag
+		fw[n]!WIT_PONG, WIT_R_OK, WIT_NONE, NONE, 0, mtag, 0
 	:: mt == WIT_CLAIM ->
 		/* on_claim: pending (in place of an earlier one, never answered
 		 * then), and decided at once */
@@ -1192,6 +1239,25 @@ inline handshake(hv, hb, isrc)
 	hv = 0; hb = false; isrc = false
 }
 
+/* promote_forced_prepare (repl_admin.c): what --force changes before the
+ * role: the resync stopped (the kept consistent image restored: the data a
+ * target holds here until its resync ends), the disk declared up to date.
+ * N8a: only after the witness granted the claim (admin_granted). fdecl
+ * marks it done until the promotion (a check of N8a, not state of C) */
+inline force_prepare(n)
+{
+	if
+	:: disk[n] != VOL_UPTODATE || rstate[n] == RR_SYNCTARGET ->
+		if
+		:: rstate[n] == RR_SYNCTARGET && pl -> link_lost()
+		:: else -> skip
+		fi;
+		set_disk(n, VOL_UPTODATE);
+		fdecl[n] = true
+	:: else -> skip
+	fi
+}
+
 /* repl_promote (repl_admin.c), one call of the polled admin command, as
  * `tandemctl primary [--force]` (frc) makes it; tandemctl polls it until it
  * is not -EAGAIN, or gives up (then it is run again or not at all). A poll
@@ -1208,17 +1274,15 @@ inline repl_promote(n, f, frc)
 		skip /* -EPERM: use --force */
 	:: role[n] != VOL_PRIMARY && !(pl && role[OTHER(n)] == VOL_PRIMARY) &&
 	   ((frc) || (disk[n] == VOL_UPTODATE && rstate[n] != RR_SYNCTARGET)) ->
+#ifdef MUT_FORCE_BEFORE_GRANT
+		/* the seeded bug (C before N8a): --force changes the node
+		 * before it asks the witness */
 		if
-		:: disk[n] != VOL_UPTODATE || rstate[n] == RR_SYNCTARGET ->
-			/* --force: the disk is declared up to date */
-			if
-			:: rstate[n] == RR_SYNCTARGET && pl -> link_lost()
-			:: else -> skip
-			fi;
-			set_disk(n, VOL_UPTODATE)
+		:: frc -> force_prepare(n)
 		:: else -> skip
 		fi;
-		/* N8: through the witness */
+#endif
+		/* N8: through the witness; N8a: nothing changes before the grant */
 		if
 		:: claim_result[n] == 2 -> claim_result[n] = 0 /* the refusal, told now */
 		:: claim_result[n] != 2 && (claim_want[n] != CLAIM_ADMIN || claim_force[n] != (frc)) ->
@@ -1232,18 +1296,36 @@ inline repl_promote(n, f, frc)
 	fi
 }
 
-/* admin_granted (repl_quorum.c): repl_promote's checks again, then the
- * promotion, at the grant itself */
+/* admin_granted, admin_finish (repl_quorum.c): repl_promote's checks again,
+ * what --force changes (N8a: only now), then the promotion, at the grant
+ * itself. A forced grant that cannot be served releases the record (W2). */
+#ifdef MUT_FORCE_BEFORE_GRANT
+#define GRANT_FORCE(n) false /* (done before the claim) */
+#else
+#define GRANT_FORCE(n) claim_force[n]
+#endif
 inline admin_granted(n, f)
 {
 	if
 	:: role[n] == VOL_PRIMARY -> skip
-	:: role[n] != VOL_PRIMARY && pl && role[OTHER(n)] == VOL_PRIMARY -> claim_result[n] = 2
+	:: role[n] != VOL_PRIMARY && ((pl && role[OTHER(n)] == VOL_PRIMARY) ||
+	   (!GRANT_FORCE(n) && (disk[n] != VOL_UPTODATE || rstate[n] == RR_SYNCTARGET)) ||
+	   !PEER_LEASE_GONE(n)) ->
+		claim_result[n] = 2;
+		if
+		:: GRANT_FORCE(n) ->
+			printf("%c: a forced grant not served: releases the record\n", 'A' + n);
+			w_release[n] = true;
+			quorum_kick(n, f)
+		:: else -> skip
+		fi
 	:: role[n] != VOL_PRIMARY && !(pl && role[OTHER(n)] == VOL_PRIMARY) &&
-	   (disk[n] != VOL_UPTODATE || rstate[n] == RR_SYNCTARGET || !PEER_LEASE_GONE(n)) ->
-		claim_result[n] = 2
-	:: role[n] != VOL_PRIMARY && !(pl && role[OTHER(n)] == VOL_PRIMARY) &&
-	   disk[n] == VOL_UPTODATE && rstate[n] != RR_SYNCTARGET && PEER_LEASE_GONE(n) ->
+	   (GRANT_FORCE(n) || (disk[n] == VOL_UPTODATE && rstate[n] != RR_SYNCTARGET)) &&
+	   PEER_LEASE_GONE(n) ->
+		if
+		:: GRANT_FORCE(n) -> force_prepare(n)
+		:: else -> skip
+		fi;
 		promote_now(n)
 	fi
 }
@@ -1303,7 +1385,7 @@ inline withdrawn_grant(n, f, tag)
 proctype Node(byte n)
 {
 	byte o = OTHER(n);
-	byte mt, mres, mreason, mprim, mflags, mtag; /* a verdict */
+	byte mt, mres, mreason, mprim, mflags, mtag, mrgen; /* a verdict */
 	byte pt, parg, pgen;                 /* a peer message */
 	byte f, k;
 	bool pwp;
@@ -1329,7 +1411,7 @@ end_node:
 		w_up[n] = false;
 		session_reset_node(n); /* on_session(false) */
 		do /* what was still on its way on that socket is gone with it */
-		:: fw[n]?_, _, _, _, _, _
+		:: fw[n]?_, _, _, _, _, _, _
 		:: empty(fw[n]) -> break
 		od;
 		skip
@@ -1341,7 +1423,7 @@ end_node:
 	 * changes nothing the model tracks), one at a time */
 	:: d_step {
 		role[n] == VOL_PRIMARY && w_up[n] && ws[n] && wackp[n] && !lw[n] && (len(tw[n]) < TWCAP) &&
-		!(tw[n]??[WIT_PING, _, _, _, _, _, _, _]) && !(fw[n]??[WIT_PONG, _, _, _, _, _]) ->
+		!(tw[n]??[WIT_PING, _, _, _, _, _, _, _]) && !(fw[n]??[WIT_PONG, _, _, _, _, _, _]) ->
 		/* (into a session the witness closed it would change nothing) */
 		tw[n]!WIT_PING, 0, 0, 0, 0, 0, 0, 0
 	}
@@ -1379,17 +1461,21 @@ end_node:
 
 	/* ---- quorum_kick (repl_quorum.c), on every event and tick ---- */
 	:: d_step { REPORT_NEEDED(n) && (len(tw[n]) < TWCAP) -> send_report(n, f) }
+	:: d_step { UNHELD(n) -> quorum_kick(n, f) }
 	:: d_step { CLAIM_NEEDED(n) && (len(tw[n]) < TWCAP) -> kick_claim(n, f) }
 
 	/* ---- on_verdict (repl_quorum.c) ---- */
 	:: atomic {
-		fw[n]?mt, mres, mreason, mprim, mflags, mtag ->
+		fw[n]?mt, mres, mreason, mprim, mflags, mtag, mrgen ->
 		printf("%c: gets %d (7 REPORT_ACK, 9 CLAIM_REPLY) result %d reason %d primary %d\n",
 		       'A' + n, mt, mres, mreason, mprim);
 		/* Q5: only an answer to a message sent since the last refresh or
 		 * release says what the record is now */
 		if
-		:: mt != WIT_PONG && !(mtag & TAG_STALE) -> w_primary[n] = mprim; w_heard[n] = true
+		:: mt != WIT_PONG && !(mtag & TAG_STALE) ->
+			w_primary[n] = mprim;
+			w_rgen[n] = mrgen;
+			w_heard[n] = true
 		:: else -> skip
 		fi;
 		if
@@ -1478,6 +1564,8 @@ end_node:
 				:: else -> withdrawn_grant(n, f, mtag) /* Q4, C5 */
 				fi
 			:: mres != WIT_R_OK && claim_want[n] == CLAIM_ADMIN ->
+				/* N8a: a refused claim found the node as it was */
+				assert(!fdecl[n]);
 				claim_want[n] = CLAIM_NONE;
 				claim_result[n] = 2
 			:: mres != WIT_R_OK && claim_want[n] != CLAIM_ADMIN ->
@@ -1491,7 +1579,7 @@ end_node:
 				fi
 			fi
 		fi;
-		mt = 0; mres = 0; mreason = 0; mprim = 0; mflags = 0; mtag = 0
+		mt = 0; mres = 0; mreason = 0; mprim = 0; mflags = 0; mtag = 0; mrgen = 0
 	}
 
 	/* ---- a client write on a primary (repl_write.c fg_go, fg_finish) ---- */
@@ -1808,9 +1896,9 @@ end_env:
 		printf("lost: a message A -> W\n") }
 	:: d_step { faults < MAXF && (len(tw[B]) > 0) -> faults++; tw[B]?_, _, _, _, _, _, _, _;
 		printf("lost: a message B -> W\n") }
-	:: d_step { faults < MAXF && (len(fw[A]) > 0) -> faults++; fw[A]?_, _, _, _, _, _;
+	:: d_step { faults < MAXF && (len(fw[A]) > 0) -> faults++; fw[A]?_, _, _, _, _, _, _;
 		printf("lost: a message W -> A\n") }
-	:: d_step { faults < MAXF && (len(fw[B]) > 0) -> faults++; fw[B]?_, _, _, _, _, _;
+	:: d_step { faults < MAXF && (len(fw[B]) > 0) -> faults++; fw[B]?_, _, _, _, _, _, _;
 		printf("lost: a message W -> B\n") }
 	:: d_step { faults < MAXF && (len(pc[A]) > 0) -> faults++; pc[A]?_, _, _;
 		printf("lost: a message B -> A\n") }
@@ -1881,6 +1969,9 @@ end_clock:
 #elif PROBE == 8
 /* A, wiped, is primary again after a full sync from B (I1) */
 #define PROBE_STATE ((wiped & 1) && role[A] == VOL_PRIMARY && HOLDS_ALL(A))
+#elif PROBE == 9
+/* a wiped named node releases the record (N13): asserted in release_unheld */
+#define PROBE_STATE false
 #else
 #define PROBE_STATE false
 #endif
@@ -1931,6 +2022,8 @@ init {
 		w_heard[B] = true;
 		w_primary[A] = A;
 		w_primary[B] = A;
+		w_rgen[A] = 2;
+		w_rgen[B] = 2;
 		wackp[A] = true;
 		lw[A] = true;
 #endif

@@ -228,6 +228,8 @@ check "mutant MUT_DIRTY_READ" violation exhaustive "${ISOLATE[@]}" -DMUT_DIRTY_R
 check "mutant MUT_WIT_CLOSE_AT_ONCE" violation exhaustive "${ISOLATE[@]}" -DMUT_WIT_CLOSE_AT_ONCE
 check "mutant MUT_PEER_CLOSE_AT_ONCE" violation exhaustive "${ISOLATE[@]}" -DMUT_PEER_CLOSE_AT_ONCE
 check "mutant MUT_HS_BOTH_STEP_DOWN" violation exhaustive "${HSCONF[@]}" -DMUT_HS_BOTH_STEP_DOWN
+check "mutant MUT_FORCE_BEFORE_GRANT" violation exhaustive "${OPERATOR_B[@]}" \
+	-DMUT_FORCE_BEFORE_GRANT
 check "mutant MUT_GRANT_BY_NAME" violation bitstate "${WIPE[@]}" -DMUT_GRANT_BY_NAME
 check "mutant MUT_ALONE_STALE_GEN" violation bitstate "${WIPE[@]}" -DMUT_ALONE_STALE_GEN
 check "mutant MUT_RELEASE_WITHDRAWN" violation liveness "${LIVE[@]}" -DMUT_RELEASE_WITHDRAWN
@@ -245,6 +247,7 @@ pml=witness
 # Found only after millions of states (1 to 7 minutes each): make model.
 if [ "$full" -eq 1 ]; then
 	check "probe 5 alone-on-stale-session" violation exhaustive "${FAULTS_S[@]}" -DPROBE=5
+	check "probe 9 wiped-named-node-releases" violation exhaustive "${WIPE[@]}" -DPROBE=9
 	check "mutant MUT_NO_SYNCED_CHECK" violation exhaustive "${FAULTS_S[@]}" -DMUT_NO_SYNCED_CHECK
 	check "mutant MUT_ACK_BEFORE_REPORT" violation exhaustive "${FAULTS_SL[@]}" \
 		-DMUT_ACK_BEFORE_REPORT
