@@ -7,7 +7,8 @@
 #  2. idle for 2 minutes: no session is dropped or lost, nothing fails over
 #     or changes role, a and c are still primary and named by the witness;
 #  3. d restarted with a config saying witness-timeout 3 is refused at its
-#     HELLO with a clear error (in d's log); c goes on with d as its peer.
+#     HELLO with a clear error (in d's log); c refuses it as its peer too
+#     (the volume's contract), and goes on as primary.
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 # shellcheck source=lib2.sh
@@ -106,7 +107,10 @@ for ((i = 0; i < 100; i++)); do
 done
 this_run d | grep -qF "the witness refused: $want" || { this_run d >&2; fail "d: no clear refusal"; }
 grep -qF "(d, not authenticated): $want" "$T/w.log" || fail "the witness did not log the refusal"
-CFG=$T/it2-bad.ini wait_for d "p['connection'] == 'connected'"
+# and by c, whose contract with d names the same key (SPEC "The volume's
+# contract"): the two never connect, and both say why
+CFG=$T/it2-bad.ini wait_for d "'witness-timeout is 3 s on d, 10 s on c' in p['error']"
+[ "$(CFG=$T/it2-bad.ini jfield d "p['connection']")" != connected ] || fail "d connected to c"
 [ "$(CFG=$T/it2-bad.ini jfield d "v['witness']['session']")" = False ] || fail "d has a session"
 [ "$(w2 "s['d']")" = False ] || fail "the witness counts d's session"
 [ "$(CFG=$C2 jfield c "v['role'], v['quorum']")" = "primary True" ] || fail "c lost its role"

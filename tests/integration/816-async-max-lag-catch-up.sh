@@ -21,16 +21,8 @@
 # Before, RS_START went out while older entries still waited on a, so b's
 # kept copy lacked them, and the lag counted only from the first marked
 # write: a showed, and bounded, a lag some 1.8 s short of what b lacked.
-[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root for a loop device" >&2; exit 77; }
-for c in unshare ip; do
-	command -v "$c" >/dev/null || { echo "SKIP: $c is not installed" >&2; exit 77; }
-done
-if [ -z "${TANDEM_816_NETNS:-}" ]; then
-	TANDEM_816_NETNS=1 exec unshare -n bash "$0" "$@"
-fi
-ip link set lo up
-sysctl -q -w net.ipv4.tcp_wmem="4096 16384 262144" net.ipv4.tcp_rmem="4096 131072 262144" ||
-	{ echo "SKIP: cannot size TCP buffers in a namespace" >&2; exit 77; }
+# shellcheck source=netns.sh
+. "$(dirname "$0")/netns.sh"
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 # shellcheck source=lib2.sh

@@ -374,3 +374,46 @@ throttle_writes()
 		echo "${tid##*/}" >"$BLKIO_G/cgroup.procs" 2>/dev/null || true
 	done
 }
+
+# Tests 812 and 813 (up to date means a prefix, ASYNC.md A7-A9), with
+# NBLK set: prefix_at_uptodate LINK...: a stamped writer on a, whose burst
+# ends once a went ahead, then 100 writes a second; LINK... (`proxy`, or
+# `link ab`) shapes the link from a to b to 2 Mbit/s during the burst, so
+# that a loaded machine still overflows the backlog, and to 8 Mbit/s from
+# then on. The moment b turns `inconsistent -> uptodate` (RS_DONE arrived)
+# the link is cut and a killed, as a site lost then. prefix_check: once b
+# is primary and stopped, its image is a prefix of a's acknowledged writes.
+prefix_at_uptodate()
+{
+	local wpid i
+	"$@" rate ab 2mbit
+	events_follow a "$T/a.events"
+	events_follow b "$T/b.events"
+	STAMP_BURST_STOP=$T/ahead python3 "$TANDEM_TOOLS/stampwriter.py" write "${NBDP[a]}" \
+		"$NBLK" "$T/acked" 12000 100 2>"$T/writer.err" &
+	wpid=$!
+	track "$wpid"
+	for ((i = 0; i < 18000; i++)); do
+		if [ ! -e "$T/ahead" ] && grep -q '"event":"congestion".*"to":"ahead"' "$T/a.events"; then
+			touch "$T/ahead"
+			"$@" rate 8mbit
+		fi
+		grep -q '"event":"disk".*"from":"inconsistent","to":"uptodate"' "$T/b.events" && break
+		sleep 0.01
+	done
+	"$@" cut
+	crash a
+	wait "$wpid" 2>/dev/null || true
+	[ -e "$T/ahead" ] || fail "a never went ahead"
+	grep -q '"event":"disk".*"from":"inconsistent","to":"uptodate"' "$T/b.events" ||
+		fail "b never turned uptodate within 180 s"
+	log "the link cut and a killed at b's uptodate"
+}
+prefix_check()
+{
+	wait_for b "v['role'] == 'primary'" 30
+	stop b
+	python3 "$TANDEM_TOOLS/stampwriter.py" check "$T/b/vol0.img" "$NBLK" "$(cat "$T/acked")" \
+		2>"$T/check.out" || fail "b's image is not a prefix of a's writes: $(cat "$T/check.out")"
+	log "$(cat "$T/check.out")"
+}
