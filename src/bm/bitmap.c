@@ -462,6 +462,14 @@ uint64_t bm_disk_word(const struct bm *bm, uint64_t i)
 	return i < bm->nwords ? bm->disk[i] : 0;
 }
 
+bool bm_disk_marks(const struct bm *bm)
+{
+	for (uint64_t i = 0; i < bm->nwords; i++)
+		if (bm->disk[i])
+			return true;
+	return false;
+}
+
 int64_t bm_next_oos(const struct bm *bm, uint64_t from)
 {
 	if (bm->oos_count == 0)

@@ -94,6 +94,8 @@ bool bm_test_oos(const struct bm *bm, uint64_t chunk);
 uint64_t bm_oos_count(const struct bm *bm);
 /* The on-disk view word i (for sending to the peer). */
 uint64_t bm_disk_word(const struct bm *bm, uint64_t i);
+/* Whether any bit is set as on disk (the disk words). */
+bool bm_disk_marks(const struct bm *bm);
 /* First out-of-sync chunk at or after `from`, wrapping once; -1 if none. */
 int64_t bm_next_oos(const struct bm *bm, uint64_t from);
 

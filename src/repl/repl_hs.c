@@ -73,6 +73,7 @@ void send_state(struct rconn *c)
 
 	fill_state(c->r, &s);
 	c->sent_disk = s.disk;
+	c->sent_marks = s.oos_bits != 0;
 	send_small(c, b, repl_enc_state(b, &s));
 }
 

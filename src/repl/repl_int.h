@@ -107,6 +107,7 @@ struct rconn {
 	unsigned ct_out;             /* contract changes sent, not yet answered (K2) */
 	enum repl_rep_state decided; /* what this side's handshake decided */
 	uint8_t sent_disk;           /* the disk state in the last STATE sent */
+	bool sent_marks;             /* the last STATE sent carried marks (oos_bits) */
 	unsigned target_fails;       /* applies that failed while sync target (R10) */
 	uint8_t nonce_me[REPL_NONCE_LEN], nonce_peer[REPL_NONCE_LEN];
 	char peer_node[REPL_NAME_LEN];

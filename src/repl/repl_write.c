@@ -456,6 +456,13 @@ static void clean_committed(struct bm_waiter *w, int err)
 		r->v->md_failed = true;
 	}
 	r->cleaning = false;
+	/* A STATE speaks of the marks on disk, which only this cleaner clears:
+	 * once the last is gone the peer hears of it, or a peer that waits for
+	 * a mark-free primary to call its copy up to date (R13) waits on a
+	 * STATE that never comes. */
+	if (!err && r->conn && conn_usable(r->conn) && r->conn->hs_stage == ST_RUN &&
+	    r->conn->sent_marks && !bm_disk_marks(r->bm))
+		send_state(r->conn);
 }
 
 /* Sends the peer a FLUSH for io (K_CLEAN: its ack runs done with the result

@@ -59,10 +59,11 @@ this_run a | grep -q "which it does not hold .*releasing the record" ||
 	fail "a did not log why it released the record"
 grep -q "a releases the record without the data it names" "$T/w.log" ||
 	fail "the witness did not log the release"
-# (a's disk is then usually `uptodate` again, R13; now and then it stays
-# `outdated` beside a primary whose STATE still carried marks: a known gap,
-# so the replicas are compared with both nodes stopped, not by wait-sync)
+# a's copy is as current as b's (R13): up to date once b's STATE carries no
+# marks (the cleaner sends one when b's last mark leaves its disk)
 wait_for b "p['replication'] == 'established'" 60
+wait_for a "v['disk'] == 'uptodate'" 30
+ctl_on b wait-sync vol0 --timeout 30 || fail "a and b not in sync after the forced promotion"
 python3 "$TANDEM_TOOLS/failclient.py" check --log "$T/acked" --nbd "127.0.0.1:${NBDP[b]}" \
 	"$T/b/vol0.img" || fail "b does not serve every acknowledged write"
 stop a

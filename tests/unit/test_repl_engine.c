@@ -642,6 +642,39 @@ static void test_resync_from_outdated_source(void **state)
 	pair_close(&p);
 }
 
+/* R13 after a forced promotion: a full resync from an outdated source to a
+ * fresh disk leaves both outdated; `primary --force` on the source then
+ * makes the target up to date as soon as the source's last marks are
+ * cleaned from its disk. The STATE sent at the promotion still counts the
+ * marks the resync cleared only in memory (a STATE speaks of the disk's);
+ * the cleaner sends another when the last goes. Before, the target stayed
+ * outdated beside a mark-free primary of its own generation. */
+static void test_forced_source_makes_target_current(void **state)
+{
+	struct pair p;
+	char msg[256];
+	(void)state;
+
+	pair_open(&p);
+	vol_set_role(p.n[NA].v, VOL_SECONDARY);
+	sbp(&p, NA)->flags &= ~TANDEM_MD_F_PRIMARY;
+	set_gens(&p, NA, 0x2222, 0x1111, 0);
+	vol_set_disk(p.n[NA].v, VOL_OUTDATED);
+	set_gens(&p, NB, 0, 0, 0); /* a fresh disk: a full sync, every bit marked */
+	vol_set_disk(p.n[NB].v, VOL_INCONSISTENT);
+	pair_repl(&p);
+	pair_go(&p);
+	WAIT_FOR(&p, connected(&p, RR_ESTABLISHED, RR_ESTABLISHED) && a_conn() &&
+			     count_type(a_conn(), REPL_RS_DONE) == 1 &&
+			     p.n[NB].v->disk == VOL_OUTDATED);
+	assert_int_equal(repl_promote(p.n[NA].v->repl, true, msg, sizeof(msg)), 0);
+	assert_int_equal(p.n[NA].v->role, VOL_PRIMARY);
+	WAIT_FOR(&p, p.n[NB].v->disk == VOL_UPTODATE);
+	assert_int_equal(status(&p, NA).gen_current, status(&p, NB).gen_current);
+	assert_same_data(&p);
+	pair_close(&p);
+}
+
 /* b newer, and primary (a demoted, b promoted through the admin calls): a,
  * the dialer, becomes sync target. */
 static void test_handshake_b_newer(void **state)
@@ -2577,6 +2610,7 @@ int main(void)
 		cmocka_unit_test(test_contract_set_both),
 		cmocka_unit_test(test_handshake_a_newer),
 		cmocka_unit_test(test_resync_from_outdated_source),
+		cmocka_unit_test(test_forced_source_makes_target_current),
 		cmocka_unit_test(test_handshake_b_newer),
 		cmocka_unit_test(test_handshake_split_brain),
 		cmocka_unit_test(test_handshake_unrelated),
@@ -2611,5 +2645,7 @@ int main(void)
 		cmocka_unit_test(test_fault_loop_alloc_compressed),
 		cmocka_unit_test(test_fault_loop_alloc_open),
 	};
+	if (getenv("UNIT_FILTER")) /* one test by name, or a glob */
+		cmocka_set_test_filter(getenv("UNIT_FILTER"));
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
