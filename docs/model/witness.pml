@@ -884,6 +884,7 @@ inline promote_now(n)
 	fi;
 	mdprim[n] = true;
 	role[n] = VOL_PRIMARY;
+	crashed_prim[n] = false; /* R14 */
 	w_release[n] = false;
 	fdecl[n] = false;
 	if
@@ -1196,6 +1197,9 @@ inline handshake(hv, hb, isrc)
 		pl = true;
 		bits[A] = hb;
 		bits[B] = hb;
+		/* R14: the crash is settled once both hold to the verdict */
+		crashed_prim[A] = false;
+		crashed_prim[B] = false;
 		if
 		:: hv == HS_EQUAL ->
 			/* generations and bitmaps say the copies are the same */

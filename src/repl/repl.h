@@ -117,6 +117,12 @@
  *  R13. A resync target ends as current as its source: up to date, or
  *       outdated when the source was (it may lack writes a primary
  *       acknowledged alone); an outdated pair needs `primary --force`.
+ *  R14. "Crashed as primary" (the STATE flag that makes a copy the source
+ *       of the marked regions when generations are equal, G12) speaks only
+ *       of the data the crash left: it holds from the start until the first
+ *       handshake whose verdict both sides confirmed, or a promotion. A node
+ *       that crashed as primary long ago and was a secondary since never
+ *       wins a later handshake by it.
  * Owns: the connection(s) of its volume, the change bitmap.
  * Never: serves front-end I/O by itself (the volume hands it writes through
  * its hook, struct vol_repl_ops, which repl_new fills in). */

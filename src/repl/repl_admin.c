@@ -156,6 +156,7 @@ int promote_now(struct repl *r, char *msg, size_t len)
 	}
 	vol_set_role(v, VOL_PRIMARY);
 	v->demoting = false;
+	v->crashed_primary = false; /* R14: a primary again, not the one that crashed */
 	r->w_release = false;
 	if (peer_ready(r))
 		gen_rotate(r, r->conn);

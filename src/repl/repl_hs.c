@@ -387,6 +387,10 @@ static int run_state(struct rconn *c, const struct repl_msg *m)
 				  c->peer_node);
 			return -1;
 		}
+		/* R14: the crash is settled once both sides hold to the same
+		 * verdict (a target's inconsistent disk is recorded before its
+		 * STATE): it no longer speaks for this copy's data */
+		r->v->crashed_primary = false;
 	}
 	if (r->rstate == RR_ESTABLISHED && m->u.state.role == REPL_ROLE_PRIMARY &&
 	    (r->peer.disk == VOL_INCONSISTENT || vol_disk_gone(r->peer.disk)) &&

@@ -187,7 +187,7 @@ struct vol {
 	struct ev_timer lease_timer;
 	uint64_t ticket;      /* last ticket handed to a lock or a parked write */
 	bool crashed;         /* did not shut down cleanly last time */
-	bool crashed_primary; /* ... and was primary then */
+	bool crashed_primary; /* ... and was primary then (until settled: repl.h R14) */
 	bool md_failed;       /* a metadata write failed: the disk is failed, and the
 			       * metadata is never marked clean (V4) */
 	unsigned bios;        /* vol_local requests on the store, not yet finished */

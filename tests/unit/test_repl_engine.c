@@ -675,6 +675,35 @@ static void test_forced_source_makes_target_current(void **state)
 	pair_close(&p);
 }
 
+/* R14: "crashed as primary" is settled by the first handshake both sides
+ * confirm, and by a promotion. b crashed as primary once and came back as a
+ * secondary beside primary a: after they connect, b's STATE no longer
+ * claims the crash, or a later handshake of equal generations with marks on
+ * both (a crashed while ahead) made b, up to date, the source of the
+ * regions a alone had written, over a's acknowledged writes. */
+static void test_crash_flag_settled_by_handshake(void **state)
+{
+	struct pair p;
+	char msg[256];
+	(void)state;
+
+	pair_open(&p);
+	p.n[NB].v->crashed_primary = true;
+	pair_repl(&p);
+	pair_go(&p);
+	WAIT_FOR(&p, in_sync(&p) && sbp(&p, NB)->gen_current != 1);
+	run_for(&p, 20);
+	assert_false(p.n[NB].v->crashed_primary);
+	assert_int_equal(p.n[NA].v->role, VOL_PRIMARY);
+	/* and a promotion: the node is the primary now, not the one that crashed */
+	WAIT_FOR(&p, repl_demote(p.n[NA].v->repl, msg, sizeof(msg)) == 0);
+	WAIT_FOR(&p, status(&p, NB).peer_role == VOL_SECONDARY);
+	p.n[NB].v->crashed_primary = true;
+	assert_int_equal(repl_promote(p.n[NB].v->repl, false, msg, sizeof(msg)), 0);
+	assert_false(p.n[NB].v->crashed_primary);
+	pair_close(&p);
+}
+
 /* b newer, and primary (a demoted, b promoted through the admin calls): a,
  * the dialer, becomes sync target. */
 static void test_handshake_b_newer(void **state)
@@ -2611,6 +2640,7 @@ int main(void)
 		cmocka_unit_test(test_handshake_a_newer),
 		cmocka_unit_test(test_resync_from_outdated_source),
 		cmocka_unit_test(test_forced_source_makes_target_current),
+		cmocka_unit_test(test_crash_flag_settled_by_handshake),
 		cmocka_unit_test(test_handshake_b_newer),
 		cmocka_unit_test(test_handshake_split_brain),
 		cmocka_unit_test(test_handshake_unrelated),
