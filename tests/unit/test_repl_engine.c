@@ -613,6 +613,21 @@ static void test_handshake_a_newer(void **state)
 	pair_close(&p);
 }
 
+/* Two secondaries: a outdated at generation 0x2222 (bitmap 0x1111), b
+ * inconsistent at b_gen; connected, a is b's resync source (R13). */
+static void outdated_source_pair(struct pair *p, uint64_t b_gen)
+{
+	pair_open(p);
+	vol_set_role(p->n[NA].v, VOL_SECONDARY);
+	sbp(p, NA)->flags &= ~TANDEM_MD_F_PRIMARY;
+	set_gens(p, NA, 0x2222, 0x1111, 0);
+	vol_set_disk(p->n[NA].v, VOL_OUTDATED);
+	set_gens(p, NB, b_gen, 0, 0);
+	vol_set_disk(p->n[NB].v, VOL_INCONSISTENT);
+	pair_repl(p);
+	pair_go(p);
+}
+
 /* R13: a resync from an outdated copy (two secondaries; a's may lack
  * writes a primary acknowledged alone) leaves the target outdated too, and
  * the source knows it: neither is promoted without --force. */
@@ -621,15 +636,7 @@ static void test_resync_from_outdated_source(void **state)
 	struct pair p;
 	(void)state;
 
-	pair_open(&p);
-	vol_set_role(p.n[NA].v, VOL_SECONDARY);
-	sbp(&p, NA)->flags &= ~TANDEM_MD_F_PRIMARY;
-	set_gens(&p, NA, 0x2222, 0x1111, 0);
-	vol_set_disk(p.n[NA].v, VOL_OUTDATED);
-	set_gens(&p, NB, 0x1111, 0, 0);
-	vol_set_disk(p.n[NB].v, VOL_INCONSISTENT);
-	pair_repl(&p);
-	pair_go(&p);
+	outdated_source_pair(&p, 0x1111);
 	WAIT_FOR(&p, connected(&p, RR_ESTABLISHED, RR_ESTABLISHED) && a_conn() &&
 			     count_type(a_conn(), REPL_RS_DONE) == 1);
 	run_for(&p, 20);
@@ -655,15 +662,7 @@ static void test_forced_source_makes_target_current(void **state)
 	char msg[256];
 	(void)state;
 
-	pair_open(&p);
-	vol_set_role(p.n[NA].v, VOL_SECONDARY);
-	sbp(&p, NA)->flags &= ~TANDEM_MD_F_PRIMARY;
-	set_gens(&p, NA, 0x2222, 0x1111, 0);
-	vol_set_disk(p.n[NA].v, VOL_OUTDATED);
-	set_gens(&p, NB, 0, 0, 0); /* a fresh disk: a full sync, every bit marked */
-	vol_set_disk(p.n[NB].v, VOL_INCONSISTENT);
-	pair_repl(&p);
-	pair_go(&p);
+	outdated_source_pair(&p, 0); /* a fresh disk: a full sync, every bit marked */
 	WAIT_FOR(&p, connected(&p, RR_ESTABLISHED, RR_ESTABLISHED) && a_conn() &&
 			     count_type(a_conn(), REPL_RS_DONE) == 1 &&
 			     p.n[NB].v->disk == VOL_OUTDATED);
