@@ -19,10 +19,18 @@ struct ev_loop {
 	struct ev_deferred *deferred; /* LIFO; order inside a pass does not matter */
 	struct ev_timer *timers;      /* sorted by deadline */
 	uint64_t now;
+	uint64_t (*clock)(void *arg); /* ev_set_clock: a test's virtual clock */
+	void *clock_arg;
 	uint64_t spin_ns;   /* how long to poll before sleeping after a busy pass */
 	unsigned last_n;    /* completions handled in the previous pass */
 	bool stop;
 };
+
+/* The loop's clock: monotonic time, or the test's (ev_set_clock). */
+static uint64_t clk(const struct ev_loop *ev)
+{
+	return ev->clock ? ev->clock(ev->clock_arg) : now_ns();
+}
 
 struct ev_loop *ev_new(unsigned entries)
 {
@@ -115,7 +123,7 @@ void ev_timer_arm(struct ev_loop *ev, struct ev_timer *t, uint64_t delay_ns)
 	struct ev_timer **pp;
 
 	ev_timer_cancel(ev, t);
-	t->deadline_ns = now_ns() + delay_ns;
+	t->deadline_ns = clk(ev) + delay_ns;
 	for (pp = &ev->timers; *pp && (*pp)->deadline_ns <= t->deadline_ns; pp = &(*pp)->next)
 		;
 	t->next = *pp;
@@ -126,6 +134,18 @@ void ev_timer_arm(struct ev_loop *ev, struct ev_timer *t, uint64_t delay_ns)
 uint64_t ev_now(const struct ev_loop *ev)
 {
 	return ev->now;
+}
+
+void ev_set_clock(struct ev_loop *ev, uint64_t (*clock)(void *arg), void *arg)
+{
+	ev->clock = clock;
+	ev->clock_arg = arg;
+	ev->now = clk(ev);
+}
+
+uint64_t ev_next_deadline(const struct ev_loop *ev)
+{
+	return ev->timers ? ev->timers->deadline_ns : UINT64_MAX;
 }
 
 void ev_set_busy_poll(struct ev_loop *ev, uint64_t ns)
@@ -185,7 +205,7 @@ int ev_run_once(struct ev_loop *ev, uint64_t timeout_ns)
 			sched_yield();
 		}
 	}
-	if (ev->timers) {
+	if (ev->timers && !ev->clock) { /* a virtual clock's owner steps it */
 		uint64_t now = now_ns();
 		uint64_t until = ev->timers->deadline_ns > now ? ev->timers->deadline_ns - now : 0;
 		if (until < timeout_ns)
@@ -201,7 +221,7 @@ int ev_run_once(struct ev_loop *ev, uint64_t timeout_ns)
 		r = io_uring_submit_and_wait_timeout(&ev->ring, &cqe, 1, &ts, NULL);
 	if (r < 0 && r != -ETIME && r != -EINTR && r != -EAGAIN && r != -EBUSY)
 		return r;
-	ev->now = now_ns();
+	ev->now = clk(ev);
 	/* Callbacks may queue new SQEs but never reap CQEs, so walking the CQ
 	 * ring here and advancing once at the end is safe. */
 	io_uring_for_each_cqe(&ev->ring, head, cqe)

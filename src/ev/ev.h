@@ -50,6 +50,13 @@ void ev_timer_cancel(struct ev_loop *ev, struct ev_timer *t);
 /* Monotonic time sampled when the current pass began. */
 uint64_t ev_now(const struct ev_loop *ev);
 
+/* Tests: the loop's time comes from clock(arg) instead of the monotonic
+ * clock (a virtual clock that the test steps; timers then fire only when a
+ * pass sees their deadline reached, and a pass never sleeps for a timer).
+ * ev_next_deadline: the earliest armed timer's deadline, UINT64_MAX if none. */
+void ev_set_clock(struct ev_loop *ev, uint64_t (*clock)(void *arg), void *arg);
+uint64_t ev_next_deadline(const struct ev_loop *ev);
+
 /* Poll up to ns for completions after a busy pass before sleeping; 0: never. */
 void ev_set_busy_poll(struct ev_loop *ev, uint64_t ns);
 

@@ -274,7 +274,7 @@ int repl_new(struct ev_loop *ev, const struct cfg *cfg, unsigned vi, unsigned se
 	if (bm_oos_count(r->bm))
 		log_info("volume %s: %llu regions marked in the change bitmap", v->name,
 			 (unsigned long long)bm_oos_count(r->bm));
-	r->last_clean_ns = now_ns();
+	r->last_clean_ns = ev_now(ev);
 	v->repl = r;
 	v->repl_ops = &repl_vol_ops;
 	v->repl_ctx = r;

@@ -140,6 +140,11 @@ struct vol;
 struct repl;
 struct repl_server;
 
+/* The period of a volume's tick (or a quarter of peer-timeout if shorter):
+ * the rules on time (peer-timeout, the keepalive, the cleaner) are checked
+ * on it. */
+#define REPL_TICK_NS (100ull * 1000000ull)
+
 enum repl_conn_state { RC_STANDALONE = 0, RC_CONNECTING, RC_CONNECTED };
 /* RR_VERIFYING is shown (status, events) while a verify runs; internally the
  * state stays RR_ESTABLISHED. */
@@ -189,6 +194,8 @@ struct repl_status {
 	uint64_t link_zero_bytes; /* data sent as zero extents instead */
 	uint64_t link_send_bytes_per_sec;
 	double link_rtt_ms; /* the last keepalive's round trip; 0 none yet */
+	uint64_t peer_silent_ns; /* since the peer was last heard, as peer-timeout
+				  * sees it (moved at each tick); 0 not connected */
 	/* compression: the codec sent with ("none" unless the peer takes it) */
 	const char *link_compression;
 	uint64_t link_compressed_in_bytes;    /* data that went out compressed ... */

@@ -609,6 +609,8 @@ void repl_get_status(const struct repl *r, struct repl_status *st)
 	st->link_zero_bytes = r->lk_zero_bytes;
 	st->link_send_bytes_per_sec = r->lk_rate_bps;
 	st->link_rtt_ms = (double)r->lk_rtt_ns / 1e6;
+	if (r->conn && !r->conn->aborted && r->conn->last_rx_ns)
+		st->peer_silent_ns = ev_now(r->ev) - r->conn->last_rx_ns;
 	st->link_compression =
 		pack_codec_name(r->features & REPL_FEAT_COMPRESS ? r->pack_codec : 0);
 	st->link_compressed_in_bytes = r->lk_pack_in;

@@ -183,14 +183,14 @@ void conn_refuse(struct rconn *c, const char *fmt, ...)
 	net_close(&c->peer.net);
 }
 
-static struct rconn *rconn_new(void)
+static struct rconn *rconn_new(struct ev_loop *ev)
 {
 	/* (zeroed: hs_stage is ST_HELLO, where every connection starts) */
 	struct rconn *c = calloc(1, sizeof(*c));
 
 	if (!c)
 		return NULL;
-	c->born_ns = now_ns();
+	c->born_ns = ev_now(ev);
 	list_init(&c->applying);
 	list_init(&c->apply_wait);
 	list_init(&c->link);
@@ -562,7 +562,7 @@ void dial_cb(struct net_dial *d, int fd)
 		schedule_dial(r);
 		return;
 	}
-	c = rconn_new();
+	c = rconn_new(r->ev);
 	if (!c) {
 		close(fd);
 		schedule_dial(r);
@@ -716,7 +716,7 @@ void tick(struct ev_timer *t)
 		r->last_clean_ns = now;
 		clean_start(r);
 	}
-	ev_timer_arm(r->ev, &r->tick, MIN(period, 100000000ull)); /* loss seen within 0.1 s */
+	ev_timer_arm(r->ev, &r->tick, MIN(period, REPL_TICK_NS)); /* loss seen within a tick */
 }
 
 /* ---- the listener ---- */
@@ -724,7 +724,7 @@ void tick(struct ev_timer *t)
 static void srv_accept(struct net_srv *ns, int fd, const char *host)
 {
 	struct repl_server *s = container_of(ns, struct repl_server, srv);
-	struct rconn *c = rconn_new();
+	struct rconn *c = rconn_new(s->ev);
 
 	if (!c) {
 		close(fd);

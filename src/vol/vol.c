@@ -506,7 +506,7 @@ static void reads_wake(struct vol *v)
 static void lease_park(struct vol *v, struct vol_io *io)
 {
 	if (!io->lease_t0)
-		io->lease_t0 = now_ns() | 1;
+		io->lease_t0 = ev_now(v->ev) | 1;
 	list_add_tail(&v->lease_wait, &io->vlink);
 	if (!v->lease_timer.armed)
 		ev_timer_arm(v->ev, &v->lease_timer, LEASE_POLL_NS);
@@ -520,7 +520,7 @@ static void lease_poll(struct ev_timer *t)
 {
 	struct vol *v = container_of(t, struct vol, lease_timer);
 	bool ok = vol_lease_ok(v) || v->role != VOL_PRIMARY || v->demoting;
-	uint64_t now = now_ns();
+	uint64_t now = ev_now(v->ev);
 	struct list go, *pos, *tmp;
 
 	list_init(&go);

@@ -56,6 +56,8 @@ struct pair {
 	void (*on_event)(struct pair *p, unsigned node, const char *json);
 	unsigned completions;  /* writes completed so far (their order) */
 	struct rec_bs *hold_a; /* a's store, for hold_on_syncsource */
+	bool virt;             /* the loop runs on vnow (pair_virtual) */
+	uint64_t vnow;
 };
 
 /* ---- the two nodes ---- */
@@ -185,8 +187,50 @@ static void link_dials(struct pair *p)
 	p->seen = stub_nconns();
 }
 
+/* ---- the virtual clock: rules on time at their exact boundary ---- */
+
+static uint64_t vclock(void *arg)
+{
+	return ((struct pair *)arg)->vnow;
+}
+
+/* From now on the pair's loop runs on a clock that moves only when the test
+ * (or pass) steps it: from timer deadline to timer deadline, so that a rule
+ * on time is seen at the tick where it strikes, in microseconds. */
+static void pair_virtual(struct pair *p)
+{
+	p->vnow = now_ns();
+	p->virt = true;
+	ev_set_clock(p->ev, vclock, p);
+}
+
+/* Everything due at vnow: completions, deferred work, timers, dials. */
+static void settle(struct pair *p)
+{
+	for (unsigned i = 0; i < 4; i++) {
+		assert_int_equal(ev_run_once(p->ev, 0), 0);
+		link_dials(p);
+	}
+}
+
+/* Steps the virtual clock to t, stopping at every timer deadline on the way. */
+static void advance_to(struct pair *p, uint64_t t)
+{
+	settle(p);
+	while (p->vnow < t) {
+		uint64_t d = ev_next_deadline(p->ev);
+		p->vnow = d < t ? MAX(d, p->vnow + 1) : t; /* (+1: a timer due, not run) */
+		settle(p);
+	}
+}
+
 static void pass(struct pair *p)
 {
+	if (p->virt) { /* to the next deadline, at most a second on */
+		settle(p);
+		advance_to(p, MIN(ev_next_deadline(p->ev), p->vnow + 1000 * ENG_MS));
+		return;
+	}
 	assert_int_equal(ev_run_once(p->ev, 5 * ENG_MS), 0);
 	link_dials(p);
 }
@@ -869,6 +913,38 @@ static void connect_empty_pair(struct pair *p)
 	pair_repl(p);
 	pair_go(p);
 	WAIT_FOR(p, in_sync(p) && sbp(p, NB)->gen_current != 1);
+}
+
+/* ---- rules on time, on the virtual clock ---- */
+
+#define PEER_TIMEOUT_NS (10000ull * ENG_MS) /* the pair's peer-timeout */
+
+/* peer-timeout: a connected peer silent for exactly peer-timeout (at the
+ * tick that sees it) is still connected; one tick later the connection
+ * fails, and its writes are marked out of sync. The silence starts at the
+ * tick that last saw bytes come in (peer_silent_ns). */
+static void test_vclock_peer_timeout(void **state)
+{
+	struct pair p;
+	uint64_t last;
+	(void)state;
+
+	pair_open(&p);
+	pair_virtual(&p);
+	pair_repl(&p);
+	pair_go(&p);
+	WAIT_FOR(&p, in_sync(&p) && sbp(&p, NB)->gen_current != 1);
+	stub_hold_rx(a_conn(), true); /* a hears nothing more from b */
+	advance_to(&p, p.vnow + 2 * REPL_TICK_NS);
+	assert_true(status(&p, NA).peer_silent_ns >= REPL_TICK_NS);
+	last = p.vnow - status(&p, NA).peer_silent_ns;
+	advance_to(&p, last + PEER_TIMEOUT_NS);
+	assert_int_equal(status(&p, NA).conn, RC_CONNECTED);
+	assert_int_equal(status(&p, NA).peer_silent_ns, PEER_TIMEOUT_NS);
+	advance_to(&p, last + PEER_TIMEOUT_NS + REPL_TICK_NS);
+	assert_int_not_equal(status(&p, NA).conn, RC_CONNECTED);
+	assert_non_null(strstr(status(&p, NA).error, "did not answer for 10.0 s"));
+	pair_close(&p);
 }
 
 /* R3 and R5: two overlapping writes on the primary. The second waits until
@@ -2640,6 +2716,7 @@ int main(void)
 		cmocka_unit_test(test_resync_from_outdated_source),
 		cmocka_unit_test(test_forced_source_makes_target_current),
 		cmocka_unit_test(test_crash_flag_settled_by_handshake),
+		cmocka_unit_test(test_vclock_peer_timeout),
 		cmocka_unit_test(test_handshake_b_newer),
 		cmocka_unit_test(test_handshake_split_brain),
 		cmocka_unit_test(test_handshake_unrelated),
