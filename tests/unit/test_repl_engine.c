@@ -213,6 +213,19 @@ static void settle(struct pair *p)
 	}
 }
 
+/* Runs the loop at vnow (the clock stands) until COND, or fails after
+ * WAIT_MS of real time: disk I/O completes in real time. */
+#define SETTLE_UNTIL(p, cond)                                                \
+	do {                                                                 \
+		uint64_t t0_ = now_ns();                                     \
+		while (!(cond)) {                                            \
+			if (now_ns() - t0_ > WAIT_MS * ENG_MS)               \
+				fail_msg("timed out waiting for %s", #cond); \
+			assert_int_equal(ev_run_once((p)->ev, ENG_MS), 0);   \
+			link_dials(p);                                       \
+		}                                                            \
+	} while (0)
+
 /* Steps the virtual clock to t, stopping at every timer deadline on the way. */
 static void advance_to(struct pair *p, uint64_t t)
 {
@@ -944,6 +957,51 @@ static void test_vclock_peer_timeout(void **state)
 	advance_to(&p, last + PEER_TIMEOUT_NS + REPL_TICK_NS);
 	assert_int_not_equal(status(&p, NA).conn, RC_CONNECTED);
 	assert_non_null(strstr(status(&p, NA).error, "did not answer for 10.0 s"));
+	pair_close(&p);
+}
+
+#define MAX_LAG_NS (10000ull * ENG_MS) /* async-max-lag in the next test */
+
+/* async-max-lag (A6): a write waits once the oldest write the peer lacks is
+ * 9/10 of the bound old (the tenth is the margin for writes already let in).
+ * 1 ns before that a write goes; at that moment the next one waits, until
+ * the stream drains. */
+static void test_vclock_async_max_lag(void **state)
+{
+	struct pair p;
+	struct wio w0, w1, w2;
+	char msg[256];
+	uint64_t t0;
+	(void)state;
+
+	pair_open(&p);
+	pair_virtual(&p);
+	pair_repl(&p);
+	pair_go(&p);
+	WAIT_FOR(&p, in_sync(&p) && sbp(&p, NB)->gen_current != 1);
+	assert_int_equal(repl_set(p.n[NA].v->repl, "replication", "async", msg, sizeof(msg)), 0);
+	assert_int_equal(repl_set(p.n[NA].v->repl, "async-max-lag", "10", msg, sizeof(msg)), 0);
+	WAIT_FOR(&p, status(&p, NB).async);
+	stub_plug(a_conn(), true); /* nothing reaches b: the lag grows */
+	t0 = p.vnow;
+	submit_write(&p, NA, &w0, 0, 4 * KIB, 0x10);
+	SETTLE_UNTIL(&p, w0.done);
+	advance_to(&p, t0 + MAX_LAG_NS * 9 / 10 - 1);
+	submit_write(&p, NA, &w1, 64 * KIB, 4 * KIB, 0x11);
+	SETTLE_UNTIL(&p, w1.done);
+	advance_to(&p, t0 + MAX_LAG_NS * 9 / 10);
+	submit_write(&p, NA, &w2, 128 * KIB, 4 * KIB, 0x12);
+	for (unsigned k = 0; k < 20; k++) /* 20 ms of real time: its disk write would be done */
+		assert_int_equal(ev_run_once(p.ev, ENG_MS), 0);
+	assert_false(w2.done);
+	assert_true(status(&p, NA).blocked || status(&p, NA).lag_seconds >= 9.0);
+	stub_plug(a_conn(), false);
+	WAIT_FOR(&p, w2.done && in_sync(&p) && status(&p, NA).backlog_bytes == 0);
+	assert_int_equal(w2.res, 0);
+	assert_same_data(&p);
+	free(w0.buf);
+	free(w1.buf);
+	free(w2.buf);
 	pair_close(&p);
 }
 
@@ -2717,6 +2775,7 @@ int main(void)
 		cmocka_unit_test(test_forced_source_makes_target_current),
 		cmocka_unit_test(test_crash_flag_settled_by_handshake),
 		cmocka_unit_test(test_vclock_peer_timeout),
+		cmocka_unit_test(test_vclock_async_max_lag),
 		cmocka_unit_test(test_handshake_b_newer),
 		cmocka_unit_test(test_handshake_split_brain),
 		cmocka_unit_test(test_handshake_unrelated),
