@@ -23,6 +23,8 @@
 #include "../../src/repl/repl.h"
 #include "../../src/repl/repl_codec.h"
 #include "../../src/repl/repl_pack.h"
+#include "../../src/wit/wit_client.h"
+#include "../../src/wit/wit_server.h"
 #include "support/net_stub.h"
 #include "support/alloc_fault.h"
 
@@ -32,6 +34,7 @@
 #define NA 0
 #define NB 1
 #define WAIT_MS 5000ull
+#define WIT_ADDR "127.0.0.1:7" /* the witness of pair_open_cfg2 */
 
 struct pair;
 
@@ -57,6 +60,12 @@ struct pair {
 	unsigned completions;  /* writes completed so far (their order) */
 	struct rec_bs *hold_a; /* a's store, for hold_on_syncsource */
 	bool virt;             /* the loop runs on vnow (pair_virtual) */
+	bool witness;          /* a witness in this process (pair_open_cfg2) */
+	bool witness_down;     /* pair_witness_down: its listener and sessions are gone */
+	bool cut_ab;           /* dials of b's replication address are refused */
+	uint64_t quorum_lost_ns; /* a's "quorum" event to false, on the virtual clock */
+	struct wit_server *ws;
+	struct wit_client *wc[2];
 	uint64_t vnow;
 };
 
@@ -83,24 +92,33 @@ static void event_cb(void *ctx, const char *json)
 /* The pair's configuration text into BUF: cluster CLUSTER, data under
  * DIR/a and DIR/b, b's replication address ADDR_B, a volume of SIZE bytes,
  * then EXTRA (more volume settings). */
-static void pair_cfg_text(char *buf, size_t len, const char *cluster, const char *dir,
-			  const char *addr_b, unsigned long long size, const char *extra)
+static void pair_cfg_text2(char *buf, size_t len, const char *cluster, const char *dir,
+			   const char *addr_b, unsigned long long size, const char *cluster_extra,
+			   const char *extra)
 {
 	int n = snprintf(
 		buf, len,
-		"[cluster]\nname = %s\nsecret = unit-secret\npeer-timeout = 10\n"
+		"[cluster]\nname = %s\nsecret = unit-secret\npeer-timeout = 10\n%s"
 		"[node a]\nreplication = 127.0.0.1:1\ncontrol = %s/a.sock\ndata-dir = %s/a\n"
 		"[node b]\nreplication = %s\ncontrol = %s/b.sock\ndata-dir = %s/b\n"
 		"[volume vol0]\nsize = %llu\nnodes = a b\nreplication = sync\n"
 		"bitmap-granularity = %u\ndisk.a = ram:\ndisk.b = ram:\n%s",
-		cluster, dir, dir, addr_b, dir, dir, size, GRAN, extra);
+		cluster, cluster_extra, dir, dir, addr_b, dir, dir, size, GRAN, extra);
 
 	assert_true(n > 0 && (size_t)n < len);
 }
 
-static void pair_open_cfg(struct pair *p, const char *extra)
+static void pair_cfg_text(char *buf, size_t len, const char *cluster, const char *dir,
+			  const char *addr_b, unsigned long long size, const char *extra)
 {
-	char text[2048], err[256], sub[512];
+	pair_cfg_text2(buf, len, cluster, dir, addr_b, size, "", extra);
+}
+
+/* With witness lines (cluster_extra, after them) the pair has a witness
+ * (pair_repl makes it, in this process, on the pair's loop). */
+static void pair_open_cfg2(struct pair *p, const char *witness_lines, const char *extra)
+{
+	char text[4096], err[256], sub[512], wl[1024] = "";
 
 	memset(p, 0, sizeof(*p));
 	stub_reset(); /* what a failed test left (its teardown did not run) */
@@ -111,7 +129,12 @@ static void pair_open_cfg(struct pair *p, const char *extra)
 	}
 	/* both listeners are the stub's: no port is ever bound */
 	snprintf(p->addr_b, sizeof(p->addr_b), "127.0.0.1:9");
-	pair_cfg_text(text, sizeof(text), "ut", p->dir, p->addr_b, VOL_SIZE, extra);
+	if (witness_lines) {
+		snprintf(wl, sizeof(wl), "witness = %s\nwitness-dir = %s/w\n%s", WIT_ADDR, p->dir,
+			 witness_lines);
+		p->witness = true;
+	}
+	pair_cfg_text2(text, sizeof(text), "ut", p->dir, p->addr_b, VOL_SIZE, wl, extra);
 	if (cfg_parse_string(text, "unit", &p->cfg, err, sizeof(err)))
 		fail_msg("config: %s", err);
 	p->ev = ev_new(256);
@@ -135,6 +158,11 @@ static void pair_open_cfg(struct pair *p, const char *extra)
 	}
 }
 
+static void pair_open_cfg(struct pair *p, const char *extra)
+{
+	pair_open_cfg2(p, NULL, extra);
+}
+
 static void pair_open(struct pair *p)
 {
 	pair_open_cfg(p, "");
@@ -151,11 +179,23 @@ static void pair_repl(struct pair *p)
 			fail_msg("repl_new: %s", err);
 		assert_int_equal(repl_server_new(p->ev, p->cfg, i, &n->v, 1, &n->srv), 0);
 	}
+	if (p->witness) {
+		const struct cfg *cfgs[1] = { p->cfg };
+		bool init[1] = { true };
+		if (wit_server_new(p->ev, cfgs, init, 1, &p->ws, err, sizeof(err)))
+			fail_msg("wit_server_new: %s", err);
+		for (unsigned i = 0; i < 2; i++) {
+			assert_int_equal(wit_client_new(p->ev, p->cfg, i, &p->wc[i]), 0);
+			assert_int_equal(repl_use_witness(p->n[i].v->repl, p->wc[i]), 0);
+		}
+	}
 }
 
 static void pair_go(struct pair *p)
 {
 	for (unsigned i = 0; i < 2; i++) {
+		if (p->wc[i])
+			wit_client_start(p->wc[i]);
 		repl_start(p->n[i].v->repl);
 		p->n[i].started = true;
 	}
@@ -169,12 +209,20 @@ static void link_dials(struct pair *p)
 
 	for (unsigned i = p->seen; i < n; i++) {
 		struct stub_conn *s = stub_conn_at(i);
+		const char *addr;
 		int fd;
 		if (s->accepted || !s->c || s->peer || s->broken)
 			continue;
 		fd = eventfd(0, EFD_CLOEXEC);
 		assert_true(fd >= 0);
-		assert_int_equal(stub_accept(p->addr_b, fd), 0);
+		/* to the listener dialed (b's replication, or the witness); a
+		 * cut link or a closed listener refuses it */
+		addr = s->dial_addr[0] ? s->dial_addr : p->addr_b;
+		if ((p->cut_ab && strcmp(addr, p->addr_b) == 0) || stub_accept(addr, fd) < 0) {
+			close(fd);
+			stub_break(s, -ECONNREFUSED);
+			continue;
+		}
 		if (stub_nconns() == n) {
 			/* b refused it (an allocation failed there, which
 			 * closed the fd): the dialer sees a reset */
@@ -282,8 +330,16 @@ static void pair_close(struct pair *p)
 	for (unsigned i = 0; i < 2; i++)
 		if (p->n[i].v->repl)
 			repl_shutdown(p->n[i].v->repl);
+	for (unsigned i = 0; i < 2; i++)
+		if (p->wc[i])
+			wit_client_shutdown(p->wc[i]);
+	if (p->ws && !p->witness_down)
+		wit_server_shutdown(p->ws);
 	for (;;) {
 		bool idle = true;
+		for (unsigned i = 0; i < 2; i++)
+			if (p->wc[i] && !wit_client_idle(p->wc[i]))
+				idle = false;
 		for (unsigned i = 0; i < 2; i++) {
 			struct node *n = &p->n[i];
 			if ((n->v->repl && !repl_idle(n->v->repl)) ||
@@ -300,7 +356,9 @@ static void pair_close(struct pair *p)
 		repl_free(p->n[i].v->repl);
 		vol_close(p->n[i].v);
 		repl_server_free(p->n[i].srv);
+		wit_client_free(p->wc[i]);
 	}
+	wit_server_free(p->ws);
 	assert_int_equal(ev_run_once(p->ev, 0), 0);
 	ev_free(p->ev);
 	stub_reset();
@@ -1002,6 +1060,65 @@ static void test_vclock_async_max_lag(void **state)
 	free(w0.buf);
 	free(w1.buf);
 	free(w2.buf);
+	pair_close(&p);
+}
+
+/* The witness stops: its listener closes and its sessions end (the nodes'
+ * dials are refused from then on). */
+static void pair_witness_down(struct pair *p)
+{
+	wit_server_shutdown(p->ws);
+	p->witness_down = true;
+}
+
+/* The link between a and b is cut: both ends reset, new dials refused. */
+static void pair_cut_ab(struct pair *p)
+{
+	struct stub_conn *s = a_conn();
+
+	p->cut_ab = true;
+	if (s && s->peer)
+		stub_break(s->peer, -ECONNRESET);
+	if (s)
+		stub_break(s, -ECONNRESET);
+}
+
+static void note_quorum_lost(struct pair *p, unsigned node, const char *json)
+{
+	if (node == NA && strstr(json, "\"event\":\"quorum\"") && strstr(json, "\"to\":\"false\""))
+		p->quorum_lost_ns = p->vnow;
+}
+
+#define QUORUM_TIMEOUT_NS (5000ull * ENG_MS) /* the next test's quorum-timeout */
+
+/* quorum-timeout (Q1): a primary with neither its peer nor its witness keeps
+ * the role for quorum-timeout from the tick that saw quorum go, and steps
+ * down at the tick that reaches it: primary 1 ns before, secondary then. */
+static void test_vclock_quorum_timeout(void **state)
+{
+	struct pair p;
+	uint64_t t;
+	(void)state;
+
+	pair_open_cfg2(&p, "witness-timeout = 2\nquorum-timeout = 5\n", "");
+	pair_virtual(&p);
+	pair_repl(&p);
+	pair_go(&p);
+	WAIT_FOR(&p, in_sync(&p) && status(&p, NA).witness_session &&
+			     status(&p, NB).witness_session && status(&p, NA).quorum == 1);
+	pair_witness_down(&p);
+	WAIT_FOR(&p, !status(&p, NA).witness_session);
+	assert_int_equal(status(&p, NA).quorum, 1); /* through b */
+	p.on_event = note_quorum_lost;
+	pair_cut_ab(&p);
+	WAIT_FOR(&p, p.quorum_lost_ns);
+	t = p.quorum_lost_ns;
+	assert_int_equal(p.n[NA].v->role, VOL_PRIMARY);
+	advance_to(&p, t + QUORUM_TIMEOUT_NS - 1);
+	assert_int_equal(p.n[NA].v->role, VOL_PRIMARY);
+	advance_to(&p, t + QUORUM_TIMEOUT_NS);
+	assert_int_equal(p.n[NA].v->role, VOL_SECONDARY);
+	p.on_event = NULL;
 	pair_close(&p);
 }
 
@@ -2776,6 +2893,7 @@ int main(void)
 		cmocka_unit_test(test_crash_flag_settled_by_handshake),
 		cmocka_unit_test(test_vclock_peer_timeout),
 		cmocka_unit_test(test_vclock_async_max_lag),
+		cmocka_unit_test(test_vclock_quorum_timeout),
 		cmocka_unit_test(test_handshake_b_newer),
 		cmocka_unit_test(test_handshake_split_brain),
 		cmocka_unit_test(test_handshake_unrelated),

@@ -19,11 +19,13 @@
 #include <unistd.h>
 
 #include "../../../src/common/util.h"
+#include "../../../src/net/tls.h"
 
 /* The net.h functions carry no context but the connection or listener, so
  * the records live in this file, one set per test process; stub_reset
  * empties it between tests. */
 #define MAX_LISTENERS 16
+#define MAX_DIALS 64
 static struct {
 	struct stub_conn **conns;
 	unsigned n, cap;
@@ -33,6 +35,11 @@ static struct {
 		bool open;
 	} ls[MAX_LISTENERS];
 	unsigned nls;
+	struct {
+		int fd;
+		char addr[64];
+	} dials[MAX_DIALS]; /* dialed, their connection not made yet */
+	unsigned ndials;
 	bool accepting;
 	unsigned send_fault; /* the send (of any connection) that breaks it; 0 none */
 	int send_err;
@@ -209,11 +216,20 @@ int net_dial(struct net_dial *d, struct ev_loop *ev, const struct sockaddr *sa, 
 	     void (*done)(struct net_dial *d, int fd_or_err))
 {
 	int fd = eventfd(0, EFD_CLOEXEC);
-	(void)sa;
 	(void)salen;
 
 	if (fd < 0)
 		return -errno;
+	/* the address goes to the connection made on this fd (net_conn_init) */
+	if (sa->sa_family == AF_INET && S.ndials < MAX_DIALS) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+		char ip[INET_ADDRSTRLEN];
+		inet_ntop(AF_INET, &in->sin_addr, ip, sizeof(ip));
+		S.dials[S.ndials].fd = fd;
+		snprintf(S.dials[S.ndials].addr, sizeof(S.dials[0].addr), "%s:%u", ip,
+			 ntohs(in->sin_port));
+		S.ndials++;
+	}
 	d->ev = ev;
 	d->fd = fd;
 	d->busy = true;
@@ -489,6 +505,13 @@ int net_conn_init(struct net_conn *c, struct ev_loop *ev, int fd, size_t rxbuf,
 	s->fd = fd;
 	s->ev = ev;
 	s->accepted = S.accepting;
+	for (unsigned i = 0; i < S.ndials; i++) {
+		if (S.dials[i].fd != fd)
+			continue;
+		snprintf(s->dial_addr, sizeof(s->dial_addr), "%s", S.dials[i].addr);
+		S.dials[i] = S.dials[--S.ndials];
+		break;
+	}
 	s->deliver.fn = deliver_fn;
 	s->finish.fn = finish_fn;
 	S.conns[S.n++] = s;
@@ -502,6 +525,30 @@ int net_conn_init_tls(struct net_conn *c, struct ev_loop *ev, int fd, size_t rxb
 	(void)tls;
 	(void)client;
 	return net_conn_init(c, ev, fd, rxbuf, ops);
+}
+
+/* The witness server asks for a TLS context only with tls = on, which the
+ * engine tests never set. */
+int net_tls_ctx_new(const struct net_tls_opts *o, struct net_tls_ctx **out, char *err,
+		    size_t errlen)
+{
+	(void)o;
+	*out = NULL;
+	snprintf(err, errlen, "no TLS in the engine tests");
+	return -ENOTSUP;
+}
+
+int net_tls_ctx_add_cluster(struct net_tls_ctx *x, const char *cluster, const char *secret)
+{
+	(void)x;
+	(void)cluster;
+	(void)secret;
+	return -ENOTSUP;
+}
+
+void net_tls_ctx_free(struct net_tls_ctx *x)
+{
+	(void)x;
 }
 
 const char *net_conn_error(const struct net_conn *c)

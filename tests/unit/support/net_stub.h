@@ -22,6 +22,7 @@ struct stub_conn {
 	struct stub_conn *peer; /* wired: what this one sends, the peer receives */
 	int fd;
 	bool accepted;    /* made inside stub_accept (else: the engine dialed) */
+	char dial_addr[64]; /* dialed: the address ("ip:port"), "" if unknown */
 	bool plugged;     /* output stays queued, as behind a full socket */
 	bool rx_hold;     /* input waits in `in`, as data still on the wire */
 	bool shut;        /* this side shut its socket down (the peer sees EOF) */
