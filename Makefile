@@ -118,15 +118,16 @@ lint: deps
 # The model check runs beside the fuzzers (it prints its lines when it ends):
 # neither measures time, and together they fill both cores.
 test: deps
-	@$(MAKE) --no-print-directory test-one SAN=0 > >(tee build-test-plain.log) 2>&1; a=$$?; \
+	@t0=$$(date +%s); \
+	 $(MAKE) --no-print-directory test-one SAN=0 > >(tee build-test-plain.log) 2>&1; a=$$?; \
 	 $(MAKE) --no-print-directory test-one SAN=1 > >(tee build-test-asan.log) 2>&1; b=$$?; \
 	 bash tests/model/run.sh > build-test-model.log 2>&1 & m=$$!; \
 	 { $(MAKE) --no-print-directory -j$(NPROC) fuzz-build && \
 	   $(MAKE) --no-print-directory fuzz-run FUZZ_SECONDS=$(TEST_FUZZ_SECONDS); } \
 		> >(tee build-test-fuzz.log) 2>&1; c=$$?; \
 	 wait $$m; d=$$?; cat build-test-model.log; \
-	 bash tests/summary.sh build-test-plain.log build-test-asan.log build-test-fuzz.log \
-		build-test-model.log; \
+	 TEST_T0=$$t0 bash tests/summary.sh build-test-plain.log build-test-asan.log \
+		build-test-fuzz.log build-test-model.log; \
 	 test $$a -eq 0 -a $$b -eq 0 -a $$c -eq 0 -a $$d -eq 0
 
 # libFuzzer harnesses (clang); `make fuzz-run FUZZ_SECONDS=N` runs each for N s.
