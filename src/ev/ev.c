@@ -143,6 +143,11 @@ void ev_set_clock(struct ev_loop *ev, uint64_t (*clock)(void *arg), void *arg)
 	ev->now = clk(ev);
 }
 
+uint64_t ev_boot_ns(const struct ev_loop *ev)
+{
+	return ev->clock ? ev->clock(ev->clock_arg) : now_boot_ns();
+}
+
 uint64_t ev_next_deadline(const struct ev_loop *ev)
 {
 	return ev->timers ? ev->timers->deadline_ns : UINT64_MAX;

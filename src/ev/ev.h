@@ -50,6 +50,10 @@ void ev_timer_cancel(struct ev_loop *ev, struct ev_timer *t);
 /* Monotonic time sampled when the current pass began. */
 uint64_t ev_now(const struct ev_loop *ev);
 
+/* CLOCK_BOOTTIME read now (it runs on while the machine is suspended:
+ * leases), or the test's clock (ev_set_clock). */
+uint64_t ev_boot_ns(const struct ev_loop *ev);
+
 /* Tests: the loop's time comes from clock(arg) instead of the monotonic
  * clock (a virtual clock that the test steps; timers then fire only when a
  * pass sees their deadline reached, and a pass never sleeps for a timer).

@@ -239,7 +239,7 @@ static int msg_pong(struct rconn *c, const struct repl_msg *m)
 	if (r->demote_cookie && m->u.ping.cookie == r->demote_cookie)
 		r->demote_cookie = 0;
 	if (r->ping_ck[m->u.ping.cookie % 8] == m->u.ping.cookie)
-		r->lk_rtt_ns = now_boot_ns() - r->ping_at[m->u.ping.cookie % 8];
+		r->lk_rtt_ns = ev_boot_ns(r->ev) - r->ping_at[m->u.ping.cookie % 8];
 	lease_pong(r, c, m->u.ping.cookie);
 	return 0;
 }
@@ -611,6 +611,9 @@ void tick(struct ev_timer *t)
 	struct rconn *c = r->conn;
 	uint64_t now = ev_now(r->ev);
 	uint64_t period = r->timeout_ns / 4;
+	/* L2: a lease runs from a PING's send, so PINGs come well within one
+	 * (a lease far shorter than peer-timeout: witness-timeout the shorter) */
+	uint64_t ping_every = r->wc ? MIN(period, r->lease_dur_ns / 3) : period;
 
 	if (r->probe.busy && now - r->probe_t0 > r->timeout_ns)
 		net_dial_cancel(&r->probe); /* no answer: says nothing */
@@ -651,7 +654,7 @@ void tick(struct ev_timer *t)
 					  (double)r->timeout_ns / 1e9);
 			c = NULL;
 		}
-		if (c && c->hs_stage >= ST_STATE && now - r->last_ping_ns >= period) {
+		if (c && c->hs_stage >= ST_STATE && now - r->last_ping_ns >= ping_every) {
 			r->last_ping_ns = now;
 			peer_ping(r, c, ++r->ping_cookie);
 		}
@@ -716,7 +719,7 @@ void tick(struct ev_timer *t)
 		r->last_clean_ns = now;
 		clean_start(r);
 	}
-	ev_timer_arm(r->ev, &r->tick, MIN(period, REPL_TICK_NS)); /* loss seen within a tick */
+	ev_timer_arm(r->ev, &r->tick, MIN(ping_every, REPL_TICK_NS)); /* loss seen within a tick */
 }
 
 /* ---- the listener ---- */

@@ -55,7 +55,7 @@ void peer_ping(struct repl *r, struct rconn *c, uint64_t cookie)
 	uint8_t b[32];
 
 	r->ping_ck[cookie % 8] = cookie;
-	r->ping_at[cookie % 8] = now_boot_ns();
+	r->ping_at[cookie % 8] = ev_boot_ns(r->ev);
 	send_small(c, b, repl_enc_ping(b, REPL_PING, cookie));
 }
 
@@ -78,7 +78,7 @@ bool lease_ok(const struct repl *r)
 
 	if (!r->wc)
 		return true; /* LE2 */
-	now = now_boot_ns(); /* LE1 */
+	now = ev_boot_ns(r->ev); /* LE1 */
 	if (peer_connected(r) && r->have_peer && r->peer.role != REPL_ROLE_PRIMARY &&
 	    now < r->lease_peer_end)
 		return true;

@@ -332,7 +332,7 @@ static void send_ping(struct wit_client *wc)
 	uint64_t ck = ++wc->cookie;
 
 	wc->ping_ck[ck % 8] = ck;
-	wc->ping_at[ck % 8] = now_boot_ns(); /* L2: anchored when sent */
+	wc->ping_at[ck % 8] = ev_boot_ns(wc->ev); /* L2: anchored when sent */
 	send_raw(wc->c, buf, wit_enc_ping(buf, WIT_PING, ck));
 }
 

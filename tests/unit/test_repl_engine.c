@@ -1122,6 +1122,70 @@ static void test_vclock_quorum_timeout(void **state)
 	pair_close(&p);
 }
 
+#define LEASE_NS (1500ull * ENG_MS) /* L1: 3/4 of min(peer-timeout 10 s, witness-timeout 2 s) */
+
+/* A pair with a witness, in sync, a primary with its lease; then the
+ * witness goes, so that only b renews a's lease. */
+static void lease_pair(struct pair *p)
+{
+	pair_open_cfg2(p, "witness-timeout = 2\nquorum-timeout = 30\n", "");
+	pair_virtual(p);
+	pair_repl(p);
+	pair_go(p);
+	WAIT_FOR(p, in_sync(p) && status(p, NA).witness_session && status(p, NB).witness_session &&
+			    vol_lease_ok(p->n[NA].v));
+	pair_witness_down(p);
+	WAIT_FOR(p, !status(p, NA).witness_session);
+}
+
+/* L1, L2 renewal: a primary whose peer answers keeps its lease without a
+ * gap, whatever the ratio of peer-timeout to witness-timeout: here the
+ * lease (1.5 s) is far shorter than peer-timeout/4 (2.5 s), the keepalive's
+ * period before; the PINGs now come at most a third of a lease apart. */
+static void test_vclock_lease_renewed(void **state)
+{
+	struct pair p;
+	uint64_t t0;
+	(void)state;
+
+	lease_pair(&p);
+	t0 = p.vnow;
+	while (p.vnow < t0 + 3 * PEER_TIMEOUT_NS) {
+		pass(&p);
+		if (!vol_lease_ok(p.n[NA].v))
+			fail_msg("a lost its lease %.3f s after the witness went, b connected",
+				 (double)(p.vnow - t0) / 1e9);
+	}
+	assert_int_equal(status(&p, NA).conn, RC_CONNECTED);
+	pair_close(&p);
+}
+
+/* L1, L2 expiry: the lease runs lease-time from when the answered PING was
+ * sent. a sends a PING at P and b's PONG comes back; then nothing more
+ * reaches a. The lease holds 1 ns before P + 3/4 of the shorter timeout and
+ * is gone at it. */
+static void test_vclock_lease_expires(void **state)
+{
+	struct pair p;
+	unsigned pings;
+	uint64_t sent;
+	(void)state;
+
+	lease_pair(&p);
+	pings = count_type(a_conn(), REPL_PING);
+	while (count_type(a_conn(), REPL_PING) == pings)
+		advance_to(&p, MIN(ev_next_deadline(p.ev), p.vnow + REPL_TICK_NS));
+	sent = p.vnow; /* the PING went out at this step */
+	SETTLE_UNTIL(&p, status(&p, NA).link_rtt_ms >= 0 && vol_lease_ok(p.n[NA].v));
+	settle(&p); /* b's PONG is in */
+	stub_hold_rx(a_conn(), true);
+	advance_to(&p, sent + LEASE_NS - 1);
+	assert_true(vol_lease_ok(p.n[NA].v));
+	advance_to(&p, sent + LEASE_NS);
+	assert_false(vol_lease_ok(p.n[NA].v));
+	pair_close(&p);
+}
+
 /* R3 and R5: two overlapping writes on the primary. The second waits until
  * the first completed on both nodes; b receives and applies them in that
  * order; both volumes end with the second's bytes where they overlap. */
@@ -2894,6 +2958,8 @@ int main(void)
 		cmocka_unit_test(test_vclock_peer_timeout),
 		cmocka_unit_test(test_vclock_async_max_lag),
 		cmocka_unit_test(test_vclock_quorum_timeout),
+		cmocka_unit_test(test_vclock_lease_renewed),
+		cmocka_unit_test(test_vclock_lease_expires),
 		cmocka_unit_test(test_handshake_b_newer),
 		cmocka_unit_test(test_handshake_split_brain),
 		cmocka_unit_test(test_handshake_unrelated),
