@@ -252,27 +252,35 @@ static void pair_virtual(struct pair *p)
 	ev_set_clock(p->ev, vclock, p);
 }
 
-/* Everything due at vnow: completions, deferred work, timers, dials. */
-static void settle(struct pair *p)
+/* One pass of the loop, waiting up to wait_ns of real time for I/O, and
+ * the dials it made wired. */
+static void step(struct pair *p, uint64_t wait_ns)
 {
-	for (unsigned i = 0; i < 4; i++) {
-		assert_int_equal(ev_run_once(p->ev, 0), 0);
-		link_dials(p);
-	}
+	assert_int_equal(ev_run_once(p->ev, wait_ns), 0);
+	link_dials(p);
 }
 
-/* Runs the loop at vnow (the clock stands) until COND, or fails after
- * WAIT_MS of real time: disk I/O completes in real time. */
-#define SETTLE_UNTIL(p, cond)                                                \
+/* Runs STEP until COND, or fails after WAIT_MS of real time. */
+#define LOOP_UNTIL(p, cond, STEP)                                            \
 	do {                                                                 \
 		uint64_t t0_ = now_ns();                                     \
 		while (!(cond)) {                                            \
 			if (now_ns() - t0_ > WAIT_MS * ENG_MS)               \
 				fail_msg("timed out waiting for %s", #cond); \
-			assert_int_equal(ev_run_once((p)->ev, ENG_MS), 0);   \
-			link_dials(p);                                       \
+			STEP;                                                \
 		}                                                            \
 	} while (0)
+
+/* Everything due at vnow: completions, deferred work, timers, dials. */
+static void settle(struct pair *p)
+{
+	for (unsigned i = 0; i < 4; i++)
+		step(p, 0);
+}
+
+/* Runs the loop at vnow (the clock stands) until COND: disk I/O completes
+ * in real time. */
+#define SETTLE_UNTIL(p, cond) LOOP_UNTIL(p, cond, step(p, ENG_MS))
 
 /* Steps the virtual clock to t, stopping at every timer deadline on the way. */
 static void advance_to(struct pair *p, uint64_t t)
@@ -285,26 +293,16 @@ static void advance_to(struct pair *p, uint64_t t)
 	}
 }
 
+/* On the virtual clock: to the next deadline, at most a second on. */
 static void pass(struct pair *p)
 {
-	if (p->virt) { /* to the next deadline, at most a second on */
-		settle(p);
+	if (p->virt)
 		advance_to(p, MIN(ev_next_deadline(p->ev), p->vnow + 1000 * ENG_MS));
-		return;
-	}
-	assert_int_equal(ev_run_once(p->ev, 5 * ENG_MS), 0);
-	link_dials(p);
+	else
+		step(p, 5 * ENG_MS);
 }
 
-#define WAIT_FOR(p, cond)                                                    \
-	do {                                                                 \
-		uint64_t t0_ = now_ns();                                     \
-		while (!(cond)) {                                            \
-			if (now_ns() - t0_ > WAIT_MS * ENG_MS)               \
-				fail_msg("timed out waiting for %s", #cond); \
-			pass(p);                                             \
-		}                                                            \
-	} while (0)
+#define WAIT_FOR(p, cond) LOOP_UNTIL(p, cond, pass(p))
 
 /* Runs the loop for about ms milliseconds (for what must NOT happen). */
 /* Runs the pair until COND holds or MS milliseconds have passed. */
