@@ -35,6 +35,7 @@
 #define NB 1
 #define WAIT_MS 5000ull
 #define WIT_ADDR "127.0.0.1:7" /* the witness of pair_open_cfg2 */
+#define ADDR_A "127.0.0.1:1"   /* a's replication address */
 
 struct pair;
 
@@ -62,7 +63,7 @@ struct pair {
 	bool virt;             /* the loop runs on vnow (pair_virtual) */
 	bool witness;          /* a witness in this process (pair_open_cfg2) */
 	bool witness_down;     /* pair_witness_down: its listener and sessions are gone */
-	bool cut_ab;           /* dials of b's replication address are refused */
+	bool wc_down[2];       /* that node's witness client was shut down */
 	uint64_t quorum_lost_ns; /* a's "quorum" event to false, on the virtual clock */
 	struct wit_server *ws;
 	struct wit_client *wc[2];
@@ -210,20 +211,22 @@ static void link_dials(struct pair *p)
 	for (unsigned i = p->seen; i < n; i++) {
 		struct stub_conn *s = stub_conn_at(i);
 		const char *addr;
+		unsigned made;
 		int fd;
 		if (s->accepted || !s->c || s->peer || s->broken)
 			continue;
 		fd = eventfd(0, EFD_CLOEXEC);
 		assert_true(fd >= 0);
-		/* to the listener dialed (b's replication, or the witness); a
-		 * cut link or a closed listener refuses it */
+		/* to the listener dialed (b's replication, or the witness);
+		 * one closed since the dial refuses it */
 		addr = s->dial_addr[0] ? s->dial_addr : p->addr_b;
-		if ((p->cut_ab && strcmp(addr, p->addr_b) == 0) || stub_accept(addr, fd) < 0) {
+		made = stub_nconns();
+		if (stub_accept(addr, fd) < 0) {
 			close(fd);
 			stub_break(s, -ECONNREFUSED);
 			continue;
 		}
-		if (stub_nconns() == n) {
+		if (stub_nconns() == made) {
 			/* b refused it (an allocation failed there, which
 			 * closed the fd): the dialer sees a reset */
 			stub_break(s, -ECONNRESET);
@@ -329,7 +332,7 @@ static void pair_close(struct pair *p)
 		if (p->n[i].v->repl)
 			repl_shutdown(p->n[i].v->repl);
 	for (unsigned i = 0; i < 2; i++)
-		if (p->wc[i])
+		if (p->wc[i] && !p->wc_down[i])
 			wit_client_shutdown(p->wc[i]);
 	if (p->ws && !p->witness_down)
 		wit_server_shutdown(p->ws);
@@ -1069,12 +1072,14 @@ static void pair_witness_down(struct pair *p)
 	p->witness_down = true;
 }
 
-/* The link between a and b is cut: both ends reset, new dials refused. */
+/* The link between a and b is cut: both ends reset, new dials of either
+ * replication address refused. */
 static void pair_cut_ab(struct pair *p)
 {
 	struct stub_conn *s = a_conn();
 
-	p->cut_ab = true;
+	stub_refuse(p->addr_b, true);
+	stub_refuse(ADDR_A, true);
 	if (s && s->peer)
 		stub_break(s->peer, -ECONNRESET);
 	if (s)
@@ -1181,6 +1186,49 @@ static void test_vclock_lease_expires(void **state)
 	assert_true(vol_lease_ok(p.n[NA].v));
 	advance_to(&p, sent + LEASE_NS);
 	assert_false(vol_lease_ok(p.n[NA].v));
+	pair_close(&p);
+}
+
+#define WITNESS_TIMEOUT_NS (2000ull * ENG_MS)
+
+/* The witness's start-up grace (W3.3): a witness that starts again grants
+ * nothing for witness-timeout, longer than any lease it gave before (its
+ * state does not say when the primary's session was last heard). a is
+ * primary; the witness restarts, a never reaches it again, and b, cut off
+ * from a (whose address refuses: its daemon is gone), claims at once. The
+ * claim waits: b is secondary 1 ns before witness-timeout after the start,
+ * primary at it. */
+static void test_vclock_witness_grace(void **state)
+{
+	struct pair p;
+	const struct cfg *cfgs[1];
+	bool init[1] = { false };
+	char err[256];
+	uint64_t start;
+	(void)state;
+
+	pair_open_cfg2(&p, "witness-timeout = 2\nquorum-timeout = 30\n", "");
+	pair_virtual(&p);
+	pair_repl(&p);
+	pair_go(&p);
+	WAIT_FOR(&p, in_sync(&p) && status(&p, NA).witness_session &&
+			     status(&p, NB).witness_session && vol_lease_ok(p.n[NA].v) &&
+			     !strcmp(status(&p, NA).witness_primary, "a"));
+	wit_client_shutdown(p.wc[NA]); /* a never reaches the witness again */
+	p.wc_down[NA] = true;
+	wit_server_shutdown(p.ws);
+	LOOP_UNTIL(&p, !status(&p, NB).witness_session, step(&p, ENG_MS));
+	wit_server_free(p.ws);
+	cfgs[0] = p.cfg;
+	if (wit_server_new(p.ev, cfgs, init, 1, &p.ws, err, sizeof(err)))
+		fail_msg("wit_server_new: %s", err);
+	start = p.vnow;
+	pair_cut_ab(&p);
+	WAIT_FOR(&p, status(&p, NB).witness_session);
+	advance_to(&p, start + WITNESS_TIMEOUT_NS - 1);
+	assert_int_equal(p.n[NB].v->role, VOL_SECONDARY);
+	advance_to(&p, start + WITNESS_TIMEOUT_NS);
+	assert_int_equal(p.n[NB].v->role, VOL_PRIMARY);
 	pair_close(&p);
 }
 
@@ -2958,6 +3006,7 @@ int main(void)
 		cmocka_unit_test(test_vclock_quorum_timeout),
 		cmocka_unit_test(test_vclock_lease_renewed),
 		cmocka_unit_test(test_vclock_lease_expires),
+		cmocka_unit_test(test_vclock_witness_grace),
 		cmocka_unit_test(test_handshake_b_newer),
 		cmocka_unit_test(test_handshake_split_brain),
 		cmocka_unit_test(test_handshake_unrelated),

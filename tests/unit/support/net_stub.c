@@ -40,6 +40,8 @@ static struct {
 		char addr[64];
 	} dials[MAX_DIALS]; /* dialed, their connection not made yet */
 	unsigned ndials;
+	char refused[MAX_DIALS][64]; /* stub_refuse */
+	unsigned nrefused;
 	bool accepting;
 	unsigned send_fault; /* the send (of any connection) that breaks it; 0 none */
 	int send_err;
@@ -212,6 +214,44 @@ static void dial_complete(struct ev_op *op, int res, uint32_t flags)
 	d->done(d, fd);
 }
 
+static bool refused(const char *addr)
+{
+	for (unsigned i = 0; i < S.nrefused; i++)
+		if (strcmp(S.refused[i], addr) == 0)
+			return true;
+	return false;
+}
+
+void stub_refuse(const char *addr, bool on)
+{
+	for (unsigned i = 0; i < S.nrefused; i++)
+		if (strcmp(S.refused[i], addr) == 0) {
+			if (!on)
+				memcpy(S.refused[i], S.refused[--S.nrefused], sizeof(S.refused[0]));
+			return;
+		}
+	if (on && S.nrefused < MAX_DIALS)
+		snprintf(S.refused[S.nrefused++], sizeof(S.refused[0]), "%s", addr);
+}
+
+/* Drops the dial address recorded for fd, if any; its text into addr (64). */
+static void forget_dial_to(int fd, char *addr)
+{
+	for (unsigned i = 0; i < S.ndials; i++) {
+		if (S.dials[i].fd != fd)
+			continue;
+		if (addr)
+			snprintf(addr, 64, "%s", S.dials[i].addr);
+		S.dials[i] = S.dials[--S.ndials];
+		return;
+	}
+}
+
+static void forget_dial(int fd)
+{
+	forget_dial_to(fd, NULL);
+}
+
 int net_dial(struct net_dial *d, struct ev_loop *ev, const struct sockaddr *sa, socklen_t salen,
 	     void (*done)(struct net_dial *d, int fd_or_err))
 {
@@ -220,15 +260,24 @@ int net_dial(struct net_dial *d, struct ev_loop *ev, const struct sockaddr *sa, 
 
 	if (fd < 0)
 		return -errno;
-	/* the address goes to the connection made on this fd (net_conn_init) */
-	if (sa->sa_family == AF_INET && S.ndials < MAX_DIALS) {
+	/* the address goes to the connection made on this fd (net_conn_init);
+	 * an entry left by an fd closed without a connection is stale */
+	forget_dial(fd);
+	if (sa->sa_family == AF_INET) {
 		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
-		char ip[INET_ADDRSTRLEN];
+		char ip[INET_ADDRSTRLEN], addr[64];
 		inet_ntop(AF_INET, &in->sin_addr, ip, sizeof(ip));
-		S.dials[S.ndials].fd = fd;
-		snprintf(S.dials[S.ndials].addr, sizeof(S.dials[0].addr), "%s:%u", ip,
-			 ntohs(in->sin_port));
-		S.ndials++;
+		snprintf(addr, sizeof(addr), "%s:%u", ip, ntohs(in->sin_port));
+		if (find_listener(addr) < 0 || refused(addr)) {
+			/* nothing listens there (or the test cut it): the
+			 * connect is refused, from the loop as its CQE would be */
+			close(fd);
+			fd = -ECONNREFUSED;
+		} else if (S.ndials < MAX_DIALS) {
+			S.dials[S.ndials].fd = fd;
+			snprintf(S.dials[S.ndials].addr, sizeof(S.dials[0].addr), "%s", addr);
+			S.ndials++;
+		}
 	}
 	d->ev = ev;
 	d->fd = fd;
@@ -505,13 +554,10 @@ int net_conn_init(struct net_conn *c, struct ev_loop *ev, int fd, size_t rxbuf,
 	s->fd = fd;
 	s->ev = ev;
 	s->accepted = S.accepting;
-	for (unsigned i = 0; i < S.ndials; i++) {
-		if (S.dials[i].fd != fd)
-			continue;
-		snprintf(s->dial_addr, sizeof(s->dial_addr), "%s", S.dials[i].addr);
-		S.dials[i] = S.dials[--S.ndials];
-		break;
-	}
+	if (S.accepting) /* a test's fd: any record of it is stale */
+		forget_dial(fd);
+	else
+		forget_dial_to(fd, s->dial_addr);
 	s->deliver.fn = deliver_fn;
 	s->finish.fn = finish_fn;
 	S.conns[S.n++] = s;

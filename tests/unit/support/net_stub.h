@@ -61,6 +61,9 @@ bool stub_listening(const char *addr);
 /* From now on a's output goes to b's input and back; output sent before
  * (a dialer's HELLO) is delivered first. */
 void stub_wire(struct stub_conn *a, struct stub_conn *b);
+/* Dials of addr ("ip:port") are refused while on, as are dials of an
+ * address no listener has. */
+void stub_refuse(const char *addr, bool on);
 /* As the peer: bytes arrive on s (delivered from the loop, as a recv would). */
 void stub_push(struct stub_conn *s, const void *buf, size_t len);
 /* As the peer: it closed its sending side (FIN after what was pushed). */
