@@ -8,7 +8,9 @@
 #      (scripts/check-includes.py);
 #   5. one writer per state field, which checks the transition
 #      (the state-writers list in docs/ARCHITECTURE.md, scripts/check-state-writers.py);
-#   6. no banned C functions (unbounded copies, unchecked conversions).
+#   6. no banned C functions (unbounded copies, unchecked conversions);
+#   7. every integration test over 60 s (tests/integration/durations) says
+#      why in a `# Slow:` comment.
 # Prints what it finds and one line "lint: N passed, N failed"; exits 1 on any finding.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
@@ -65,11 +67,27 @@ banned()
 	return 1
 }
 
+slow_tests()
+{
+	local secs name bad=0
+	while read -r secs name; do
+		case $secs in '' | \#*) continue ;; esac
+		[ "$secs" -gt 60 ] || continue
+		[ -e "tests/integration/$name.sh" ] || continue
+		if ! grep -q '^# Slow: ' "tests/integration/$name.sh"; then
+			echo "tests/integration/$name.sh: takes ${secs} s; say why in a '# Slow:' comment, or make it shorter"
+			bad=1
+		fi
+	done <tests/integration/durations
+	return "$bad"
+}
+
 step format format_check
 step shellcheck shell_check
 step cppcheck cpp_check
 step includes python3 scripts/check-includes.py
 step state-writers python3 scripts/check-state-writers.py
 step banned-functions banned
+step slow-tests slow_tests
 echo "lint: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

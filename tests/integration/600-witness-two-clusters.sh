@@ -9,6 +9,10 @@
 #  3. d restarted with a config saying witness-timeout 3 is refused at its
 #     HELLO with a clear error (in d's log); c refuses it as its peer too
 #     (the volume's contract), and goes on as primary.
+# Slow: about 130 s. Step 2 is the test: two minutes idle, so that many
+# 2.5 s ping rounds of the second cluster pass under the 2 s witness-timeout
+# of the first; a shorter idle would not show a session judged by the
+# wrong cluster's timeout.
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 # shellcheck source=lib2.sh

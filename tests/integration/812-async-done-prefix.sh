@@ -12,6 +12,9 @@
 # which promotes b by itself).
 # Before, RS_DONE went out ahead of older stream entries still queued on a,
 # and b's image held newer writes beside missing older ones.
+# Slow: about 70 s. The burst must overflow a 32M backlog over a 2 Mbit/s
+# link and the catch-up must then run while the stream stays backed up, at
+# 8 Mbit/s: the window the bug lived in exists only at link speed.
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 # shellcheck source=lib2.sh

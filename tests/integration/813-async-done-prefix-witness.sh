@@ -11,6 +11,8 @@
 # With the witness, which promotes b by itself (812: without, b forced).
 # Before, RS_DONE went out ahead of older stream entries still queued on a,
 # and b's image held newer writes beside missing older ones.
+# Slow: about 70 s, as 812 (the same burst and catch-up over a slow link),
+# then the witness's promotion.
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 # shellcheck source=lib2.sh
