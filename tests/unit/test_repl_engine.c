@@ -64,6 +64,8 @@ struct pair {
 	bool witness;          /* a witness in this process (pair_open_cfg2) */
 	bool witness_down;     /* pair_witness_down: its listener and sessions are gone */
 	bool wc_down[2];       /* that node's witness client was shut down */
+	unsigned handovers;    /* a's "handover" events, and when (virtual clock) */
+	uint64_t handover_ns[4];
 	uint64_t quorum_lost_ns; /* a's "quorum" event to false, on the virtual clock */
 	struct wit_server *ws;
 	struct wit_client *wc[2];
@@ -1229,6 +1231,52 @@ static void test_vclock_witness_grace(void **state)
 	assert_int_equal(p.n[NB].v->role, VOL_SECONDARY);
 	advance_to(&p, start + WITNESS_TIMEOUT_NS);
 	assert_int_equal(p.n[NB].v->role, VOL_PRIMARY);
+	pair_close(&p);
+}
+
+static void note_handover(struct pair *p, unsigned node, const char *json)
+{
+	if (node == NA && strstr(json, "\"event\":\"handover\"") && p->handovers < 4)
+		p->handover_ns[p->handovers++] = p->vnow;
+}
+
+#define SWITCH_MAX_NS (30000ull * ENG_MS) /* a switchover's bound (SW_MAX_NS) */
+#define HANDOVER_RETRY_NS (5000ull * ENG_MS)
+
+/* on-disk-failure = handover, and the handover fails: a's disk fails, a
+ * hands the primary role to b, but b cannot be made primary (its witness is
+ * gone). The attempt gives up a switchover's 30 s after it began, and the
+ * next one starts 5 s after that: not 1 ns sooner, and at that tick. */
+static void test_vclock_handover_retry(void **state)
+{
+	struct pair p;
+	struct wio w;
+	char msg[256];
+	uint64_t again;
+	(void)state;
+
+	pair_open_cfg2(&p,
+		       "witness-timeout = 2\nquorum-timeout = 300\n"
+		       "on-disk-failure = handover\n",
+		       "");
+	pair_virtual(&p);
+	pair_repl(&p);
+	pair_go(&p);
+	WAIT_FOR(&p, in_sync(&p) && status(&p, NA).witness_session &&
+			     status(&p, NB).witness_session && vol_lease_ok(p.n[NA].v));
+	pair_witness_down(&p);
+	WAIT_FOR(&p, !status(&p, NA).witness_session && !status(&p, NB).witness_session);
+	p.on_event = note_handover;
+	assert_int_equal(vol_inject(p.n[NA].v, "write", 0, EIO, false, msg, sizeof(msg)), 0);
+	submit_write(&p, NA, &w, 0, 64 * KIB, 0x21);
+	WAIT_FOR(&p, p.handovers == 1);
+	again = p.handover_ns[0] + SWITCH_MAX_NS + HANDOVER_RETRY_NS;
+	advance_to(&p, again - 1);
+	assert_int_equal(p.handovers, 1);
+	advance_to(&p, again);
+	assert_int_equal(p.handovers, 2);
+	p.on_event = NULL;
+	free(w.buf);
 	pair_close(&p);
 }
 
@@ -3007,6 +3055,7 @@ int main(void)
 		cmocka_unit_test(test_vclock_lease_renewed),
 		cmocka_unit_test(test_vclock_lease_expires),
 		cmocka_unit_test(test_vclock_witness_grace),
+		cmocka_unit_test(test_vclock_handover_retry),
 		cmocka_unit_test(test_handshake_b_newer),
 		cmocka_unit_test(test_handshake_split_brain),
 		cmocka_unit_test(test_handshake_unrelated),
