@@ -991,6 +991,21 @@ static void connect_empty_pair(struct pair *p)
 
 /* ---- rules on time, on the virtual clock ---- */
 
+/* A pair on the virtual clock (pair_virtual), connected and in sync; with
+ * witness_lines (pair_open_cfg2) also both witness sessions up and a's
+ * lease held. */
+static void virtual_pair(struct pair *p, const char *witness_lines)
+{
+	pair_open_cfg2(p, witness_lines, "");
+	pair_virtual(p);
+	pair_repl(p);
+	pair_go(p);
+	WAIT_FOR(p, in_sync(p) && sbp(p, NB)->gen_current != 1 &&
+			    (!witness_lines ||
+			     (status(p, NA).witness_session && status(p, NB).witness_session &&
+			      vol_lease_ok(p->n[NA].v))));
+}
+
 #define PEER_TIMEOUT_NS (10000ull * ENG_MS) /* the pair's peer-timeout */
 
 /* peer-timeout: a connected peer silent for exactly peer-timeout (at the
@@ -1003,11 +1018,7 @@ static void test_vclock_peer_timeout(void **state)
 	uint64_t last;
 	(void)state;
 
-	pair_open(&p);
-	pair_virtual(&p);
-	pair_repl(&p);
-	pair_go(&p);
-	WAIT_FOR(&p, in_sync(&p) && sbp(&p, NB)->gen_current != 1);
+	virtual_pair(&p, NULL);
 	stub_hold_rx(a_conn(), true); /* a hears nothing more from b */
 	advance_to(&p, p.vnow + 2 * REPL_TICK_NS);
 	assert_true(status(&p, NA).peer_silent_ns >= REPL_TICK_NS);
@@ -1035,11 +1046,7 @@ static void test_vclock_async_max_lag(void **state)
 	uint64_t t0;
 	(void)state;
 
-	pair_open(&p);
-	pair_virtual(&p);
-	pair_repl(&p);
-	pair_go(&p);
-	WAIT_FOR(&p, in_sync(&p) && sbp(&p, NB)->gen_current != 1);
+	virtual_pair(&p, NULL);
 	assert_int_equal(repl_set(p.n[NA].v->repl, "replication", "async", msg, sizeof(msg)), 0);
 	assert_int_equal(repl_set(p.n[NA].v->repl, "async-max-lag", "10", msg, sizeof(msg)), 0);
 	WAIT_FOR(&p, status(&p, NB).async);
@@ -1105,12 +1112,8 @@ static void test_vclock_quorum_timeout(void **state)
 	uint64_t t;
 	(void)state;
 
-	pair_open_cfg2(&p, "witness-timeout = 2\nquorum-timeout = 5\n", "");
-	pair_virtual(&p);
-	pair_repl(&p);
-	pair_go(&p);
-	WAIT_FOR(&p, in_sync(&p) && status(&p, NA).witness_session &&
-			     status(&p, NB).witness_session && status(&p, NA).quorum == 1);
+	virtual_pair(&p, "witness-timeout = 2\nquorum-timeout = 5\n");
+	WAIT_FOR(&p, status(&p, NA).quorum == 1);
 	pair_witness_down(&p);
 	WAIT_FOR(&p, !status(&p, NA).witness_session);
 	assert_int_equal(status(&p, NA).quorum, 1); /* through b */
@@ -1133,12 +1136,7 @@ static void test_vclock_quorum_timeout(void **state)
  * witness goes, so that only b renews a's lease. */
 static void lease_pair(struct pair *p)
 {
-	pair_open_cfg2(p, "witness-timeout = 2\nquorum-timeout = 30\n", "");
-	pair_virtual(p);
-	pair_repl(p);
-	pair_go(p);
-	WAIT_FOR(p, in_sync(p) && status(p, NA).witness_session && status(p, NB).witness_session &&
-			    vol_lease_ok(p->n[NA].v));
+	virtual_pair(p, "witness-timeout = 2\nquorum-timeout = 30\n");
 	pair_witness_down(p);
 	WAIT_FOR(p, !status(p, NA).witness_session);
 }
@@ -1209,13 +1207,8 @@ static void test_vclock_witness_grace(void **state)
 	uint64_t start;
 	(void)state;
 
-	pair_open_cfg2(&p, "witness-timeout = 2\nquorum-timeout = 30\n", "");
-	pair_virtual(&p);
-	pair_repl(&p);
-	pair_go(&p);
-	WAIT_FOR(&p, in_sync(&p) && status(&p, NA).witness_session &&
-			     status(&p, NB).witness_session && vol_lease_ok(p.n[NA].v) &&
-			     !strcmp(status(&p, NA).witness_primary, "a"));
+	virtual_pair(&p, "witness-timeout = 2\nquorum-timeout = 30\n");
+	WAIT_FOR(&p, !strcmp(status(&p, NA).witness_primary, "a"));
 	wit_client_shutdown(p.wc[NA]); /* a never reaches the witness again */
 	p.wc_down[NA] = true;
 	wit_server_shutdown(p.ws);
@@ -1255,15 +1248,7 @@ static void test_vclock_handover_retry(void **state)
 	uint64_t again;
 	(void)state;
 
-	pair_open_cfg2(&p,
-		       "witness-timeout = 2\nquorum-timeout = 300\n"
-		       "on-disk-failure = handover\n",
-		       "");
-	pair_virtual(&p);
-	pair_repl(&p);
-	pair_go(&p);
-	WAIT_FOR(&p, in_sync(&p) && status(&p, NA).witness_session &&
-			     status(&p, NB).witness_session && vol_lease_ok(p.n[NA].v));
+	virtual_pair(&p, "witness-timeout = 2\nquorum-timeout = 300\non-disk-failure = handover\n");
 	pair_witness_down(&p);
 	WAIT_FOR(&p, !status(&p, NA).witness_session && !status(&p, NB).witness_session);
 	p.on_event = note_handover;
